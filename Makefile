@@ -1,0 +1,39 @@
+# session-journal: the commands a newcomer runs. `make help` lists them.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+.PHONY: help install run test lint bench clean
+
+help: ## list the commands
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## create .venv and install the package with its test and lint tools
+
+run: $(STAMP) ## migrate the default SQLite database, run the demo, print the event feed
+	$(BIN)/session-journal db upgrade
+	$(BIN)/session-journal demo
+	$(BIN)/session-journal events --after 0
+
+test: $(STAMP) ## run the whole suite on SQLite and PostgreSQL
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff and mypy --strict
+	$(BIN)/ruff check src tests benchmarks alembic
+	$(BIN)/ruff format --check src tests benchmarks alembic
+	$(BIN)/mypy --strict src
+
+bench: $(STAMP) ## throughput against the bare drivers, on SQLite and PostgreSQL
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,103 @@
+"""Alembic environment for session-journal.
+
+URL: `config.attributes["url"]` (programmatic use), else `-x url=...`, else
+`SESSION_JOURNAL_DATABASE_URL`, else `sqlite:///session-journal.db`.
+
+Each revision runs in its own transaction (`transaction_per_migration`), so a revision that fails
+midway leaves the database at the previous revision.
+
+SQLite: a batch migration rebuilds a table by dropping it; with foreign keys on, dropping
+`sessions` would cascade and empty every child table. `PRAGMA foreign_keys=OFF` is a no-op inside
+a transaction, so the migration engine sets it when it connects, before the first `BEGIN`, and
+`PRAGMA foreign_key_check` runs before each revision commits (a violation aborts it).
+
+PostgreSQL: a session-level advisory lock serialises concurrent upgrades (two operators, or two
+controller hosts starting at once) from before the current revision is read until the last
+revision is done.
+"""
+
+from __future__ import annotations
+
+import logging.config
+
+import sqlalchemy as sa
+from alembic import context
+from alembic.runtime.migration import MigrationContext
+
+from session_journal.config import StoreOptions, resolve_url
+from session_journal.db import create_engine
+from session_journal.models import Base
+
+# Key of the upgrade lock; the second key is the schema, so separate schemas do not wait on
+# each other.
+ADVISORY_LOCK_KEY = 0x53_4A_4D_47  # "SJMG"
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("url") is None:
+    logging.config.fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+url = (
+    config.attributes.get("url")
+    or context.get_x_argument(as_dictionary=True).get("url")
+    or resolve_url()
+)
+is_sqlite = sa.make_url(url).get_backend_name() == "sqlite"
+options = {
+    "target_metadata": Base.metadata,
+    "render_as_batch": is_sqlite,
+    "transaction_per_migration": True,
+    "compare_type": True,
+}
+
+
+def foreign_key_check(*, ctx: MigrationContext, **_: object) -> None:
+    """`on_version_apply` callback: abort the revision, still inside its transaction, if it
+    broke a foreign key."""
+    assert ctx.connection is not None
+    broken = ctx.connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        raise RuntimeError(f"revision broke foreign keys, rolled back: {broken[:5]}")
+
+
+def run_offline() -> None:
+    context.configure(url=url, literal_binds=True, **options)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    engine = create_engine(url, StoreOptions.from_env(), role="migrator")
+    try:
+        with engine.connect() as connection:
+            if not is_sqlite:
+                connection.execute(
+                    sa.text("SELECT pg_advisory_lock(:key, hashtext(current_schema()))"),
+                    {"key": ADVISORY_LOCK_KEY},
+                )
+                connection.commit()
+            callbacks = [foreign_key_check] if is_sqlite else []
+            context.configure(
+                connection=connection,
+                transactional_ddl=True,
+                on_version_apply=callbacks,
+                **options,
+            )
+            try:
+                with context.begin_transaction():
+                    context.run_migrations()
+            finally:
+                if not is_sqlite:
+                    connection.rollback()
+                    connection.execute(
+                        sa.text("SELECT pg_advisory_unlock(:key, hashtext(current_schema()))"),
+                        {"key": ADVISORY_LOCK_KEY},
+                    )
+                    connection.commit()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,95 @@
+"""Engines: SQLite pragmas and transaction control, PostgreSQL isolation, driver-error translation.
+
+SQLite: pysqlite's own transaction handling is switched off (it would not emit `BEGIN` before DDL
+and would start transactions late); a `begin` listener emits `BEGIN IMMEDIATE` for writers, so a
+writer takes the database write lock at the start and waits up to the busy timeout for it instead
+of failing halfway, and a plain `BEGIN` for readers, whose snapshot starts at their first read.
+WAL lets readers run while a writer commits.
+
+PostgreSQL: writers run in READ COMMITTED (the `event_sequences` row lock orders them); readers
+run in REPEATABLE READ so that a page and its `latest_seq` come from one snapshot.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Engine
+
+from .config import StoreOptions
+from .errors import InvalidRecord, SessionJournalError, StorageError
+
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def is_sqlite(engine: Engine) -> bool:
+    """Whether the engine talks to SQLite."""
+    return engine.dialect.name == "sqlite"
+
+
+def create_engine(
+    url: str,
+    options: StoreOptions,
+    *,
+    role: str,
+) -> Engine:
+    """An engine for `role` "writer", "reader" or "migrator" (writer with foreign keys off)."""
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError as error:
+        raise InvalidRecord(f"invalid database URL: {error}") from None
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, options, role)
+    if parsed.get_backend_name() == "postgresql":
+        isolation = "REPEATABLE READ" if role == "reader" else "READ COMMITTED"
+        # Writes are serialised per process, so a writer needs few connections.
+        pool = {"pool_size": 2, "max_overflow": 2} if role == "writer" else {}
+        return sa.create_engine(parsed, isolation_level=isolation, pool_pre_ping=True, **pool)
+    raise InvalidRecord(
+        f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql+psycopg://"
+    )
+
+
+def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
+    synchronous = options.sqlite_synchronous.upper()
+    if synchronous not in _SYNCHRONOUS:
+        raise InvalidRecord(f"sqlite_synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}")
+    if url.database in (None, "", ":memory:"):
+        raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
+    engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
+    foreign_keys = "OFF" if role == "migrator" else "ON"
+    begin = "BEGIN" if role == "reader" else "BEGIN IMMEDIATE"
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # Must be set outside a transaction, where it takes effect (it is a no-op inside one).
+        cursor.execute(f"PRAGMA foreign_keys={foreign_keys}")
+        cursor.execute(f"PRAGMA busy_timeout={int(options.busy_timeout_s * 1000)}")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql(begin)
+
+    return engine
+
+
+@contextmanager
+def translate_errors(action: str) -> Iterator[None]:
+    """Re-raise driver and SQLAlchemy errors as `StorageError`, chained, naming the action."""
+    try:
+        yield
+    except SessionJournalError:
+        raise
+    except exc.SQLAlchemyError as error:
+        detail = str(getattr(error, "orig", None) or error).splitlines()[0]
+        raise StorageError(f"{action} failed: {detail}") from error

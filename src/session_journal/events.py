@@ -1,0 +1,287 @@
+"""API event bodies, activity snapshots and event pages: the stored JSON contract (spec/api.md).
+
+An event body is stored and sent as `{"type": <tag>, "data": {<fields>}}`. The Python classes
+keep their fields at the top level (`TurnStarted(turn_id=1, ...)`), dump themselves in the wrapped
+form, and validate either form; the wrapped form is read by pydantic-core without Python code,
+which is what keeps paging fast.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    AliasGenerator,
+    AliasPath,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    model_serializer,
+)
+
+from .elicitation import ElicitationRequest
+from .validation import Id
+
+
+class OutcomeReason(StrEnum):
+    """Why a command, turn or session ended the way it did."""
+
+    STARTUP_FAILED = "startup_failed"
+    LIFECYCLE_FAILED = "lifecycle_failed"
+    CHECKPOINT_FAILED = "checkpoint_failed"
+    CHECKPOINT_DEFERRED = "checkpoint_deferred"
+    CONTROLLER_RESTARTED = "controller_restarted"
+    CONTROLLER_DISCONNECTED = "controller_disconnected"
+    OWNER_LOST_ON_RESTART = "owner_lost_on_restart"
+    COMMAND_FAILED = "command_failed"
+    ADMISSION_REJECTED = "admission_rejected"
+    RUNTIME_STOPPED = "runtime_stopped"
+    RUNTIME_UNAVAILABLE = "runtime_unavailable"
+
+
+class TurnResultKind(StrEnum):
+    """How a turn ended."""
+
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    INTERRUPTED = "interrupted"
+
+
+class CommandOwner(StrEnum):
+    """Who issued a command: the controller daemon or the session's relay."""
+
+    DAEMON = "daemon"
+    RELAY = "relay"
+
+
+class CommandResultKind(StrEnum):
+    """How a command ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+class ApiActivityKind(StrEnum):
+    """What a session is doing."""
+
+    IDLE = "idle"
+    TURN = "turn"
+    BACKGROUND = "background"
+
+
+class ApiActivityDetails(BaseModel):
+    """Timestamps and label of the current activity."""
+
+    kind: ApiActivityKind
+    turn_started_at_ms: int | None = None
+    step_started_at_ms: int | None = None
+    background_started_at_ms: int | None = None
+    idle_since_ms: int | None = None
+    last_activity_at_ms: int | None = None
+    label: str | None = None
+
+
+class ApiActivityState(BaseModel):
+    """The latest activity snapshot of a session."""
+
+    state: str
+    details: ApiActivityDetails | None
+    is_idle: bool
+    waiting_for_input: bool
+    capacity_retry: bool
+
+    def canonical_json(self) -> str:
+        """Sorted keys, no insignificant whitespace: equal snapshots encode equally."""
+        return json.dumps(
+            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+
+
+class TurnOutcome(BaseModel):
+    """The result of a turn; `stop_reason` as the agent reported it."""
+
+    kind: TurnResultKind
+    stop_reason: str | None = None
+    reason: OutcomeReason | None = None
+    message: str | None = None
+
+
+class ApiTurnOutcome(BaseModel):
+    """A turn's command, its accepted relay ordinal and its outcome."""
+
+    command_id: str
+    accepted_ordinal: int | None
+    outcome: TurnOutcome
+
+
+class CommandResult(BaseModel):
+    """The terminal fact of a command."""
+
+    owner: CommandOwner
+    command_id: str
+    command_kind: str
+    outcome: CommandResultKind
+    reason: OutcomeReason | None = None
+    message: str | None = None
+    related_command_ids: list[str] = Field(default_factory=list)
+
+
+def _data_alias(name: str) -> str | AliasChoices:
+    # Fields are read from `data.<name>` (stored form) or `<name>` (keyword construction).
+    return name if name == "type" else AliasChoices(AliasPath("data", name), name)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=AliasGenerator(validation_alias=_data_alias),
+        validate_by_name=True,
+        validate_by_alias=True,
+    )
+
+    @model_serializer(mode="wrap")
+    def _wrapped(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields: dict[str, Any] = handler(self)
+        tag = fields.pop("type")
+        return {"type": tag, "data": fields}
+
+
+class TurnStarted(_Body):
+    """A prompt was accepted and its turn began."""
+
+    type: Literal["turn_started"] = "turn_started"
+    turn_id: int
+    command_id: str
+    started_at_ms: int | None
+
+
+class TurnEnded(_Body):
+    """A turn ended; `turn.outcome` says how."""
+
+    type: Literal["turn_ended"] = "turn_ended"
+    turn: ApiTurnOutcome
+
+
+class InputRequired(_Body):
+    """The agent asked the user a question and waits for the answer."""
+
+    type: Literal["input_required"] = "input_required"
+    request: ElicitationRequest | None
+    turn_id: int | None
+
+
+class InputResolved(_Body):
+    """The user answered (accept), declined or cancelled a question."""
+
+    type: Literal["input_resolved"] = "input_resolved"
+    elicitation_id: str
+    action: str
+    turn_id: int | None
+
+
+class ActivityChanged(_Body):
+    """The session's activity snapshot changed."""
+
+    type: Literal["activity_changed"] = "activity_changed"
+    activity: ApiActivityState
+
+
+class SessionFault(_Body):
+    """The session failed to start, failed a lifecycle step or its runtime faulted."""
+
+    type: Literal["session_fault"] = "session_fault"
+    reason: OutcomeReason
+    message: str
+    command_id: str | None = None
+
+
+class CommandEnded(_Body):
+    """A command reached its terminal result."""
+
+    type: Literal["command_ended"] = "command_ended"
+    result: CommandResult
+
+
+class LegacyNotice(_Body):
+    """A stored body of an earlier shape, or one this code cannot decode, kept visible."""
+
+    type: Literal["legacy_notice"] = "legacy_notice"
+    original_type: str
+    command_id: str | None = None
+    message: str
+
+
+ApiEventData = Annotated[
+    TurnStarted
+    | TurnEnded
+    | InputRequired
+    | InputResolved
+    | ActivityChanged
+    | SessionFault
+    | CommandEnded
+    | LegacyNotice,
+    Field(discriminator="type"),
+]
+"""Any API event body, discriminated by its `type` tag."""
+
+
+class ApiEventFilter(BaseModel):
+    """Which events a page holds: both fields optional, combined with AND."""
+
+    session_id: Id | None = None
+    workspace_id: Id | None = None
+
+
+class ApiEvent(BaseModel):
+    """One event of the ordered log."""
+
+    seq: int
+    session_id: str
+    recorded_at_ms: int
+    event: ApiEventData
+
+
+class ApiEventPage(BaseModel):
+    """A page of events after a cursor; continue with `after_seq=next_after_seq`."""
+
+    events: list[ApiEvent]
+    next_after_seq: int
+    latest_seq: int
+
+
+EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
+EVENT_LIST: TypeAdapter[list[ApiEvent]] = TypeAdapter(list[ApiEvent])
+
+
+def decode_body(body: str) -> ApiEventData:
+    """Decode a stored body; one that does not decode becomes a `LegacyNotice` saying why."""
+    try:
+        return EVENT_DATA.validate_json(body)
+    except ValidationError as error:
+        return _notice(body, error)
+
+
+def _notice(body: str, error: ValidationError) -> LegacyNotice:
+    try:
+        raw = json.loads(body)
+    except ValueError:
+        raw = None
+    data = raw.get("data") if isinstance(raw, dict) else None
+    tag = raw.get("type") if isinstance(raw, dict) else None
+    command_id = data.get("command_id") if isinstance(data, dict) else None
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    return LegacyNotice(
+        original_type=tag if isinstance(tag, str) else "unknown",
+        command_id=command_id if isinstance(command_id, str) else None,
+        message=f"stored body does not decode ({where}: {first['msg']})",
+    )

@@ -1,0 +1,160 @@
+"""ORM models: one class per table. Alembic revisions are the source of the DDL; `alembic check`
+proves these models and the head schema agree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SESSION_STATES = (
+    "provisioning",
+    "running",
+    "checkpointing",
+    "closing",
+    "closed",
+    "destroying",
+    "error",
+    "startup-cleanup",
+)
+
+
+def state_check(states: tuple[str, ...]) -> str:
+    """The `sessions.state` CHECK expression for a list of states."""
+    return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
+
+
+class JsonText(TypeDecorator[str]):
+    """A JSON column (SQLite `JSON` text, PostgreSQL `json`) exchanged as its exact text.
+
+    Bodies are encoded and decoded by pydantic, so the driver must neither serialise on the way in
+    nor parse on the way out: psycopg would turn `json` into dicts, and the `CAST` to text returns
+    the stored text unchanged (PostgreSQL `json` keeps it verbatim, key order and `\\u0000`
+    included).
+    """
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> None:
+        return None
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> None:
+        return None
+
+    def column_expression(self, column: ColumnElement[Any]) -> ColumnElement[str]:
+        return sa.cast(column, sa.Text)
+
+
+SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    """Declarative base whose constraints follow `NAMING_CONVENTION`."""
+
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+_CASCADE = {"ondelete": "CASCADE"}
+
+
+class SessionRow(Base):
+    """`sessions`: one row per agent session."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (sa.CheckConstraint(state_check(SESSION_STATES), name="state"),)
+
+    session_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    project_id: Mapped[str] = mapped_column(sa.Text)
+    state: Mapped[str] = mapped_column(sa.Text)
+    native_session_id: Mapped[str | None] = mapped_column(sa.Text)
+    last_error: Mapped[str | None] = mapped_column(sa.Text)
+    last_checkpoint_error: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
+    )
+
+
+class SessionContextRow(Base):
+    """`session_contexts`: the workspace a session belongs to."""
+
+    __tablename__ = "session_contexts"
+
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE), primary_key=True
+    )
+    workspace_id: Mapped[str] = mapped_column(sa.Text, index=True)
+
+
+class SessionCheckpointRow(Base):
+    """`session_checkpoints`: metadata of a session's last checkpoint archive."""
+
+    __tablename__ = "session_checkpoints"
+
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE), primary_key=True
+    )
+    archive_path: Mapped[str] = mapped_column(sa.Text)
+    sha256: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[str] = mapped_column(sa.Text)
+    event_frontier: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+class ApiEventRow(Base):
+    """`api_events`: the append-only log; `seq` comes from `event_sequences`."""
+
+    __tablename__ = "api_events"
+    __table_args__ = (sa.Index("ix_api_events_session_id_seq", "session_id", "seq"),)
+
+    # On SQLite an INTEGER PRIMARY KEY is the rowid: the table is stored in seq order.
+    seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=False)
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE)
+    )
+    recorded_at_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    body: Mapped[str] = mapped_column(JsonText)
+
+
+class EventSequenceRow(Base):
+    """`event_sequences`: the frontier of each log; it never decreases."""
+
+    __tablename__ = "event_sequences"
+
+    name: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    last_seq: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+class ActivityRow(Base):
+    """`api_session_activity`: the latest activity snapshot per session."""
+
+    __tablename__ = "api_session_activity"
+
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE), primary_key=True
+    )
+    body: Mapped[str] = mapped_column(JsonText)
+
+
+class SchemaCompatibilityRow(Base):
+    """`schema_compatibility`: one row, the schema level and the oldest level that may use it."""
+
+    __tablename__ = "schema_compatibility"
+
+    schema_level: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    minimum_compatible_level: Mapped[int] = mapped_column(sa.Integer)

@@ -1,0 +1,84 @@
+"""Session records: the rows a controller saves, as pydantic models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, TypeVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import InvalidRecord
+from .validation import Id, Text, describe
+
+
+class SessionState(StrEnum):
+    """Lifecycle state of a session (the `sessions.state` CHECK lists these)."""
+
+    PROVISIONING = "provisioning"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    CLOSING = "closing"
+    CLOSED = "closed"
+    DESTROYING = "destroying"
+    ERROR = "error"
+    STARTUP_CLEANUP = "startup-cleanup"
+
+
+def _check_rfc3339(value: str) -> str:
+    # Python 3.11's fromisoformat accepts RFC 3339 (with `Z`); require a date, time and offset.
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"not an RFC 3339 timestamp: {value[:64]!r}") from None
+    if "T" not in value.upper() or parsed.tzinfo is None:
+        raise ValueError(f"not an RFC 3339 timestamp with an offset: {value[:64]!r}")
+    return value
+
+
+class CheckpointMetadata(BaseModel):
+    """Where a session's last checkpoint archive is and which events it covers."""
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    archive_path: Text
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    created_at: Annotated[Text, AfterValidator(_check_rfc3339)]
+    event_frontier: Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class SessionRecord(BaseModel):
+    """One agent session: identity, lifecycle state, last errors, last checkpoint."""
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    id: Id
+    project_id: Id
+    workspace_id: Id = "default"
+    state: SessionState = SessionState.PROVISIONING
+    native_session_id: Text | None = None
+    last_error: Text | None = None
+    last_checkpoint_error: Text | None = None
+    checkpoint: CheckpointMetadata | None = None
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def revalidate(value: Any, model: type[Model], what: str) -> Model:
+    """Validate a service argument again, as `InvalidRecord`.
+
+    Records are mutable and `model_construct` skips validation, so services never trust that a
+    record they receive is still valid.
+    """
+    if not isinstance(value, model):
+        raise InvalidRecord(f"{what} must be a {model.__name__}, got {type(value).__name__}")
+    try:
+        return model.model_validate(value.model_dump())
+    except ValidationError as error:
+        raise InvalidRecord(f"{what} {_name(value)}: {describe(error)}") from None
+
+
+def _name(value: Any) -> str:
+    ident = getattr(value, "id", None)
+    return repr(ident) if isinstance(ident, str) else ""

@@ -1,0 +1,1 @@
+"""Services: one public method = one use case = one transaction."""

@@ -1,0 +1,29 @@
+"""Helpers shared by services: the fault transition and the clock."""
+
+from __future__ import annotations
+
+import time
+
+from ..events import OutcomeReason, SessionFault
+from ..records import SessionRecord
+from ..unit_of_work import UnitOfWork
+from ..validation import encode_json
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch, the `recorded_at_ms` of controller events."""
+    return time.time_ns() // 1_000_000
+
+
+def record_fault_transition(
+    uow: UnitOfWork, record: SessionRecord, previous_error: str | None, max_bytes: int
+) -> None:
+    """Append `SessionFault(lifecycle_failed)` when the record carries a new `last_error`.
+
+    Runs in the transaction that saves the record, so the comparison and the event commit
+    together: an unchanged re-save appends nothing, clearing the error appends nothing.
+    """
+    if record.last_error is None or record.last_error == previous_error:
+        return
+    fault = SessionFault(reason=OutcomeReason.LIFECYCLE_FAILED, message=record.last_error)
+    uow.events.append(record.id, now_ms(), encode_json(fault, "session fault", max_bytes))

@@ -1,0 +1,53 @@
+"""Reading the ordered log by cursor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidRecord
+from ..events import ApiEventFilter, ApiEventPage
+from ..records import revalidate
+from ..unit_of_work import Database
+from ..validation import require_int
+
+MAX_PAGE = 1000
+
+
+class EventService:
+    """`store.events`."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def load(
+        self,
+        filter: ApiEventFilter | None = None,  # noqa: A002 - the contract's name
+        after_seq: int | None = None,
+        limit: int = 100,
+    ) -> ApiEventPage:
+        """Events with `seq > after_seq` matching `filter`, ascending, at most `limit` (clamped
+        to 1..1000). `after_seq=None` starts at the frontier. `next_after_seq` is the last
+        returned seq, else `max(latest_seq, after_seq)`: it never moves back and an empty filtered
+        page still advances it. The page and `latest_seq` come from one snapshot."""
+        event_filter = (
+            ApiEventFilter() if filter is None else revalidate(filter, ApiEventFilter, "filter")
+        )
+        cursor = None if after_seq is None else require_int(after_seq, "after_seq")
+        size = _clamp(limit)
+        with self._database.reading("load events") as uow:
+            latest = uow.events.latest_seq()
+            after = latest if cursor is None else cursor
+            events = uow.events.page(event_filter, after, size)
+        next_after_seq = events[-1].seq if events else max(latest, after)
+        return ApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
+
+    def latest_seq(self) -> int:
+        """The frontier: the largest seq ever assigned; deleting events never lowers it."""
+        with self._database.reading("read latest seq") as uow:
+            return uow.events.latest_seq()
+
+
+def _clamp(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidRecord(f"limit must be an integer, got {type(limit).__name__}")
+    return max(1, min(limit, MAX_PAGE))

@@ -1,0 +1,31 @@
+"""Faults reported by the controller outside a lifecycle save."""
+
+from __future__ import annotations
+
+from ..errors import InvalidRecord
+from ..events import OutcomeReason, SessionFault
+from ..unit_of_work import Database
+from ..validation import encode_json, require_id
+from ._common import now_ms
+
+
+class FaultService:
+    """`store.faults`."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def record_startup_fault(self, session_id: str, message: str) -> bool:
+        """Append `SessionFault(startup_failed, message)` if the session exists; whether it did.
+        An unknown session writes nothing."""
+        session_id = require_id(session_id, "session_id")
+        if not isinstance(message, str):
+            raise InvalidRecord(f"message must be a string, got {type(message).__name__}")
+        fault = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
+        body = encode_json(fault, "startup fault", self._database.options.max_body_bytes)
+        with self._database.writing(f"record startup fault of {session_id!r}") as uow:
+            if not uow.sessions.exists(session_id):
+                return False
+            uow.events.append(session_id, now_ms(), body)
+            uow.commit()
+            return True

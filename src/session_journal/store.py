@@ -1,0 +1,80 @@
+"""`Store`: opens the database, checks its schema and exposes the services."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import TracebackType
+
+import sqlalchemy as sa
+
+from . import migrations
+from .config import StoreOptions, resolve_url
+from .migrations import SchemaStatus
+from .services.activity import ActivityService
+from .services.events import EventService
+from .services.faults import FaultService
+from .services.sessions import SessionService
+from .unit_of_work import Database, UnitOfWork
+
+
+class Store:
+    """The durable memory of a session controller. Open with `Store.open(url)`."""
+
+    def __init__(self, url: str, database: Database, schema: SchemaStatus) -> None:
+        self.url = url
+        self.schema = schema
+        self._database = database
+        self.sessions = SessionService(database)
+        self.events = EventService(database)
+        self.activity = ActivityService(database)
+        self.faults = FaultService(database)
+
+    @classmethod
+    def open(
+        cls, url: str | None = None, *, upgrade: bool = False, options: StoreOptions | None = None
+    ) -> Store:
+        """Open the database at `url` (else `SESSION_JOURNAL_DATABASE_URL`, else
+        `sqlite:///session-journal.db`).
+
+        Raises `SchemaOutOfDate` for an empty or older database unless `upgrade=True` migrates it
+        first, and `IncompatibleSchema` for a database migrated by newer, incompatible code.
+        """
+        url = resolve_url(url)
+        options = options or StoreOptions.from_env()
+        database = Database(url, options)
+        try:
+            if upgrade:
+                current = migrations.status(database.reader).revision
+                if current is None or migrations.is_known(current):
+                    migrations.upgrade(url, options=options)
+            schema = migrations.verify(database.reader)
+        except BaseException:
+            database.dispose()
+            raise
+        return cls(url, database, schema)
+
+    def close(self) -> None:
+        """Release every connection; the store is unusable afterwards."""
+        self._database.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({sa.make_url(self.url).render_as_string(hide_password=True)!r})"
+
+    @contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
+        """A write transaction on the store's write path, for work the services do not cover.
+        Call `uow.commit()`; leaving the block without it rolls back."""
+        with self._database.writing("unit of work") as uow:
+            yield uow

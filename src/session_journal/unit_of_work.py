@@ -1,0 +1,70 @@
+"""The unit of work (one transaction with repositories bound to it) and the store's write path."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from .config import StoreOptions
+from .db import create_engine, translate_errors
+from .repositories import ActivityRepository, EventRepository, SessionRepository
+
+
+class UnitOfWork:
+    """One database transaction. Leaving its block without `commit()` rolls everything back."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self.connection = connection
+        self.sessions = SessionRepository(connection)
+        self.events = EventRepository(connection)
+        self.activity = ActivityRepository(connection)
+
+    def commit(self) -> None:
+        """Assign seqs to the appended events, then commit the transaction."""
+        self.events.flush()
+        self.connection.commit()
+
+
+class Database:
+    """The engines of one store and its write path.
+
+    Every write runs in `writing()`: one transaction, serialised per process by a lock (on SQLite
+    threads of one process would otherwise only queue on the busy handler; on PostgreSQL it keeps
+    one process from holding several connections on the sequence row lock). Across processes,
+    SQLite's `BEGIN IMMEDIATE` and PostgreSQL's row lock on `event_sequences` order writers.
+    Reads run in `reading()` on their own engine and never wait for the write lock.
+    """
+
+    def __init__(self, url: str, options: StoreOptions) -> None:
+        self.options = options
+        self.writer: Engine = create_engine(url, options, role="writer")
+        self.reader: Engine = create_engine(url, options, role="reader")
+        self._write_lock = threading.Lock()
+
+    @contextmanager
+    def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
+        """A write transaction; commits only if the block calls `uow.commit()`."""
+        with self._write_lock, translate_errors(action), self.writer.connect() as connection:
+            uow = UnitOfWork(connection)
+            try:
+                connection.begin()
+                yield uow
+            finally:
+                if connection.in_transaction():
+                    connection.rollback()
+
+    @contextmanager
+    def reading(self, action: str = "read") -> Iterator[UnitOfWork]:
+        """A read-only snapshot: every query in the block sees the same committed state."""
+        with translate_errors(action), self.reader.connect() as connection:
+            with connection.begin():
+                yield UnitOfWork(connection)
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.writer.dispose()
+        self.reader.dispose()

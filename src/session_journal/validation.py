@@ -1,0 +1,97 @@
+"""Pure input rules shared by records, bodies and service arguments (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from .errors import InvalidRecord
+
+_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+# seq and timestamps are stored as BIGINT.
+I64_MAX = 2**63 - 1
+
+
+def check_id(value: str) -> str:
+    """Ids name directories: 1-128 chars of `[A-Za-z0-9._:@-]`, never `.` or `..`."""
+    if not _ID.fullmatch(value) or value in (".", ".."):
+        raise ValueError(
+            f"invalid id {value[:140]!r}: expected 1-128 characters of [A-Za-z0-9._:@-], "
+            "not '.' or '..'"
+        )
+    return value
+
+
+def check_text(value: str) -> str:
+    """Text stored in a plain text column: no NUL (PostgreSQL refuses it), valid Unicode."""
+    if "\x00" in value:
+        raise ValueError("contains a NUL character")
+    check_unicode(value)
+    return value
+
+
+def check_unicode(value: str) -> str:
+    """Reject lone surrogates, which no database encoding can store."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"contains a lone surrogate at position {error.start}") from None
+    return value
+
+
+Id = Annotated[str, AfterValidator(check_id)]
+"""A validated identifier (session, project, workspace, command)."""
+
+Text = Annotated[str, AfterValidator(check_text)]
+"""Text for a plain text column."""
+
+
+def describe(error: ValidationError) -> str:
+    """One line naming each failing field and why."""
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "value"
+        parts.append(f"{where}: {item['msg']}")
+    return f"{error.title}: " + "; ".join(parts)
+
+
+def require_id(value: Any, what: str) -> str:
+    """Validate an id argument of a public call (`InvalidRecord` naming `what`)."""
+    if not isinstance(value, str):
+        raise InvalidRecord(f"{what} must be a string, got {type(value).__name__}")
+    try:
+        return check_id(value)
+    except ValueError as error:
+        raise InvalidRecord(f"{what}: {error}") from None
+
+
+def optional_id(value: Any, what: str) -> str | None:
+    """Like `require_id`, allowing `None`."""
+    return None if value is None else require_id(value, what)
+
+
+def require_int(value: Any, what: str, *, minimum: int = 0) -> int:
+    """An integer argument in `minimum..I64_MAX` (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRecord(f"{what} must be an integer, got {type(value).__name__}")
+    if not minimum <= value <= I64_MAX:
+        raise InvalidRecord(f"{what} must be between {minimum} and {I64_MAX}, got {value}")
+    return value
+
+
+def encode_json(model: BaseModel, what: str, max_bytes: int) -> str:
+    """The model's JSON text for a JSON column, or `InvalidRecord` naming `what`.
+
+    Refuses text that no database can store (lone surrogates) and bodies over `max_bytes`.
+    """
+    try:
+        text = model.model_dump_json()
+    except PydanticSerializationError as error:
+        raise InvalidRecord(f"{what} cannot be encoded as JSON: {error}") from None
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidRecord(f"{what} is {size} bytes encoded, over the limit of {max_bytes}")
+    return text
