@@ -76,9 +76,6 @@ def revalidate(value: Any, model: type[Model], what: str) -> Model:
     try:
         return model.model_validate(value.model_dump())
     except ValidationError as error:
-        raise InvalidRecord(f"{what} {_name(value)}: {describe(error)}") from None
-
-
-def _name(value: Any) -> str:
-    ident = getattr(value, "id", None)
-    return repr(ident) if isinstance(ident, str) else ""
+        ident = getattr(value, "id", None)
+        named = f"{what} {ident!r}" if isinstance(ident, str) else what
+        raise InvalidRecord(f"{named}: {describe(error)}") from None

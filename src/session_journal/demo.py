@@ -1,0 +1,72 @@
+"""The demo scenario behind `session-journal demo`: what a client following the feed sees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
+from .records import SessionRecord, SessionState
+from .store import Store
+
+WORKSPACE = "demo-workspace"
+
+
+def _activity(kind: ApiActivityKind, at_ms: int, label: str | None = None) -> ApiActivityState:
+    idle = kind is ApiActivityKind.IDLE
+    return ApiActivityState(
+        state="running",
+        details=ApiActivityDetails(
+            kind=kind,
+            idle_since_ms=at_ms if idle else None,
+            turn_started_at_ms=at_ms if kind is ApiActivityKind.TURN else None,
+            background_started_at_ms=at_ms if kind is ApiActivityKind.BACKGROUND else None,
+            label=label,
+        ),
+        is_idle=idle,
+        waiting_for_input=False,
+        capacity_retry=False,
+    )
+
+
+def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
+    """Run the scenario; `say` narrates each step. Returns the events appended, in feed order."""
+    cursor = store.events.load().next_after_seq  # a client starts following at the frontier
+    now = time.time_ns() // 1_000_000
+    alpha = SessionRecord(id="demo-alpha", project_id="demo-project", workspace_id=WORKSPACE,
+                          state=SessionState.RUNNING)
+    beta = SessionRecord(id="demo-beta", project_id="demo-project", workspace_id=WORKSPACE,
+                         state=SessionState.PROVISIONING)
+    say(f"two sessions in workspace {WORKSPACE}: {alpha.id}, {beta.id}")
+    store.sessions.save(alpha)
+    store.sessions.save(beta)
+
+    say(f"{alpha.id} goes idle, starts a turn, goes idle again; {beta.id} works in the background")
+    store.activity.record([(alpha.id, _activity(ApiActivityKind.IDLE, now))], now)
+    store.activity.record(
+        [
+            (alpha.id, _activity(ApiActivityKind.TURN, now + 10, "fix the failing test")),
+            (beta.id, _activity(ApiActivityKind.BACKGROUND, now + 10, "indexing")),
+        ],
+        now + 10,
+    )
+    store.activity.record([(alpha.id, _activity(ApiActivityKind.IDLE, now + 20))], now + 20)
+    say("the same snapshot again is not an event")
+    store.activity.record([(alpha.id, _activity(ApiActivityKind.IDLE, now + 20))], now + 30)
+
+    say(f"{beta.id} fails to start")
+    store.faults.record_startup_fault(beta.id, "image pull failed: registry unreachable")
+
+    say(f"{alpha.id} fails a lifecycle step; saving the same error twice emits one fault")
+    failed = alpha.model_copy(
+        update={"state": SessionState.ERROR,
+                "last_error": "worker bootstrap failed: Connection closed by host"}
+    )
+    store.sessions.save_lifecycle(failed)
+    store.sessions.save_lifecycle(failed)
+
+    events: list[ApiEvent] = []
+    while page := store.events.load(after_seq=cursor, limit=1000).events:
+        events.extend(page)
+        cursor = page[-1].seq
+    return events

@@ -1,0 +1,48 @@
+"""Small helpers shared by tests."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from session_journal import ApiEvent, ApiEventData, ApiEventFilter, SessionFault, Store
+from session_journal.events import OutcomeReason
+
+
+def all_events(store: Store, event_filter: ApiEventFilter | None = None) -> list[ApiEvent]:
+    """Every event from the start of the log, paging by cursor."""
+    events: list[ApiEvent] = []
+    cursor = 0
+    while page := store.events.load(event_filter, after_seq=cursor, limit=1000).events:
+        events.extend(page)
+        cursor = page[-1].seq
+    return events
+
+
+def bodies(store: Store, event_filter: ApiEventFilter | None = None) -> list[ApiEventData]:
+    """The bodies of every event, in order."""
+    return [event.event for event in all_events(store, event_filter)]
+
+
+def startup_fault(message: str) -> SessionFault:
+    return SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
+
+
+def append_raw(store: Store, session_id: str, body: str, count: int = 1) -> None:
+    """Append events with the given stored body text through a unit of work."""
+    with store.unit_of_work() as uow:
+        for _ in range(count):
+            uow.events.append(session_id, 1, body)
+        uow.commit()
+
+
+def table_counts(url: str, tables: list[str]) -> dict[str, int]:
+    """Row count of each table, read with plain SQL."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return {
+                table: connection.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar_one()
+                for table in tables
+            }
+    finally:
+        engine.dispose()

@@ -1,0 +1,150 @@
+"""Alembic revisions: one head, no row or frontier lost, every revision downgrades, no drift."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlalchemy as sa
+from alembic import command
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+
+from session_journal import SessionState, Store, migrations
+from tests.factories import SessionFactory
+from tests.helpers import table_counts
+
+TABLES = [
+    "sessions",
+    "session_contexts",
+    "session_checkpoints",
+    "api_events",
+    "event_sequences",
+    "api_session_activity",
+    "schema_compatibility",
+]
+FAULT = json.dumps({"type": "session_fault",
+                    "data": {"reason": "startup_failed", "message": "nul \u0000 kept",
+                             "command_id": None}})
+ACTIVITY = json.dumps({"state": "running", "details": None, "is_idle": True,
+                       "waiting_for_input": False, "capacity_retry": False})
+
+
+def seed_legacy_rows(url: str) -> None:
+    """Rows as the legacy-era code wrote them, through raw SQL."""
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        run = connection.execute
+        for session, workspace in [("s1", "w1"), ("s2", "w2")]:
+            run(sa.text("INSERT INTO sessions (session_id, project_id, state) "
+                        "VALUES (:s, 'p', 'running')"), {"s": session})
+            run(sa.text("INSERT INTO session_contexts (session_id, workspace_id) VALUES (:s, :w)"),
+                {"s": session, "w": workspace})
+        run(sa.text("INSERT INTO session_checkpoints (session_id, archive_path, sha256, "
+                    "created_at, event_frontier) VALUES ('s1', '/a', :sha, "
+                    "'2026-11-29T10:00:00Z', 2)"), {"sha": "0" * 64})
+        for seq, session in [(1, "s1"), (2, "s2"), (8, "s1")]:
+            run(sa.text("INSERT INTO api_events (seq, session_id, recorded_at_ms, body) "
+                        "VALUES (:seq, :s, 100, :body)"), {"seq": seq, "s": session, "body": FAULT})
+        run(sa.text("UPDATE event_sequences SET last_seq = 10 WHERE name = 'api_events'"))
+        run(sa.text("INSERT INTO api_session_activity (session_id, body) VALUES ('s1', :b)"),
+            {"b": ACTIVITY})
+    engine.dispose()
+
+
+def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        rows = {
+            "sessions": connection.execute(sa.text(
+                "SELECT session_id, project_id, state FROM sessions ORDER BY 1")).all(),
+            "api_events": connection.execute(sa.text(
+                "SELECT seq, session_id, recorded_at_ms, CAST(body AS TEXT) FROM api_events "
+                "ORDER BY seq")).all(),
+            "event_sequences": connection.execute(sa.text(
+                "SELECT name, last_seq FROM event_sequences")).all(),
+        }
+    engine.dispose()
+    return rows
+
+
+def test_there_is_one_head() -> None:
+    scripts = ScriptDirectory.from_config(migrations.alembic_config("sqlite://"))
+    assert scripts.get_heads() == [migrations.head()]
+    revisions = [script.revision for script in scripts.walk_revisions()]
+    assert revisions[-2:] == ["0002_startup_cleanup", "0001_initial"]
+
+
+def test_upgrading_a_populated_legacy_database_loses_no_row_and_keeps_the_frontier(
+    url: str,
+) -> None:
+    migrations.upgrade(url, "0001_initial")
+    seed_legacy_rows(url)
+    before_counts, before = table_counts(url, TABLES), snapshot(url)
+
+    migrations.upgrade(url)  # on SQLite: a batch rebuild of `sessions`, the cascade trap
+
+    assert table_counts(url, TABLES) == before_counts
+    assert snapshot(url) == before
+    with Store.open(url) as store:
+        assert store.events.latest_seq() == 10
+        page = store.events.load(after_seq=0)
+        assert [event.seq for event in page.events] == [1, 2, 8]
+        assert page.events[0].event.model_dump(mode="json") == json.loads(FAULT)
+        assert store.activity.get("s1") is not None
+        s1 = store.sessions.get("s1")
+        assert s1 is not None and s1.workspace_id == "w1" and s1.checkpoint is not None
+        store.sessions.save(SessionFactory(id="s2", workspace_id="w2",
+                                           state=SessionState.STARTUP_CLEANUP))
+
+
+def test_downgrade_and_upgrade_round_trip_with_data(url: str) -> None:
+    with Store.open(url, upgrade=True) as store:
+        store.sessions.save(SessionFactory(id="s1"))
+        store.sessions.save(SessionFactory(id="s2", state=SessionState.STARTUP_CLEANUP))
+        store.faults.record_startup_fault("s1", "kept")
+        store.faults.record_startup_fault("s2", "kept too")
+    counts = table_counts(url, TABLES)
+
+    migrations.downgrade(url, "0001_initial")
+    assert table_counts(url, TABLES) == counts
+    assert snapshot(url)["sessions"] == [("s1", "project-1", "running"), ("s2", "project-1", "error")]
+    migrations.upgrade(url)
+    assert table_counts(url, TABLES) == counts
+    with Store.open(url) as store:
+        assert [event.seq for event in store.events.load(after_seq=0).events] == [1, 2]
+        assert store.events.latest_seq() == 2
+
+
+def test_base_head_base_head(url: str) -> None:
+    migrations.upgrade(url)
+    migrations.downgrade(url, "base")
+    assert table_counts(url, ["alembic_version"]) == {"alembic_version": 0}
+    migrations.upgrade(url)
+    with Store.open(url) as store:
+        assert store.schema.revision == migrations.head()
+
+
+def test_alembic_check_finds_no_drift(url: str) -> None:
+    migrations.upgrade(url)
+    command.check(migrations.alembic_config(url))
+
+
+def test_alembic_check_would_notice_drift(url: str) -> None:
+    migrations.upgrade(url)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("DROP INDEX ix_api_events_session_id_seq"))
+    engine.dispose()
+    with pytest.raises(CommandError, match="New upgrade operations detected"):
+        command.check(migrations.alembic_config(url))
+
+
+@pytest.mark.parametrize("dialect_url", ["sqlite:///offline.db", "postgresql+psycopg://offline/db"])
+def test_offline_sql_mode_renders_every_revision(
+    dialect_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    command.upgrade(migrations.alembic_config(dialect_url), "head", sql=True)
+    sql = capsys.readouterr().out
+    assert "CREATE TABLE api_events" in sql
+    assert "startup-cleanup" in sql
