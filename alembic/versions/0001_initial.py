@@ -56,9 +56,7 @@ def upgrade() -> None:
         sa.Column("workspace_id", sa.Text, nullable=False),
         sa.PrimaryKeyConstraint("session_id", name=op.f("pk_session_contexts")),
     )
-    op.create_index(
-        op.f("ix_session_contexts_workspace_id"), "session_contexts", ["workspace_id"]
-    )
+    op.create_index(op.f("ix_session_contexts_workspace_id"), "session_contexts", ["workspace_id"])
     op.create_table(
         "session_checkpoints",
         sa.Column("session_id", sa.Text, _session_fk(), nullable=False),

@@ -83,8 +83,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     sessions = sa.table("sessions", sa.column("state", sa.Text))
-    op.execute(
-        sessions.update().where(sessions.c.state == "startup-cleanup").values(state="error")
-    )
+    op.execute(sessions.update().where(sessions.c.state == "startup-cleanup").values(state="error"))
     replace_check(STATES, LEGACY_STATES)
     set_levels(1, 1)

@@ -6,8 +6,9 @@ Exit codes: 0 ok, 1 failure (one line on stderr, no traceback), 2 usage.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-import time
+import threading
 from collections.abc import Sequence
 
 from . import migrations
@@ -24,8 +25,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="session-journal", description="Durable sessions and their ordered event log."
     )
     parser.add_argument(
-        "--url", help="database URL (default: $SESSION_JOURNAL_DATABASE_URL, else "
-        "sqlite:///session-journal.db)"
+        "--url",
+        help="database URL (default: $SESSION_JOURNAL_DATABASE_URL, else "
+        "sqlite:///session-journal.db)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -38,15 +40,23 @@ def _parser() -> argparse.ArgumentParser:
     db.add_parser("check", help="print revision, levels and whether this code may use it")
 
     events = commands.add_parser("events", help="print events, one JSON object per line")
-    events.add_argument("--after", type=int, help="cursor: print events with seq > N "
-                        "(default 0; with --follow, the current frontier)")
+    events.add_argument(
+        "--after",
+        type=int,
+        help="cursor: print events with seq > N (default 0; with --follow, the current frontier)",
+    )
     events.add_argument("--session", help="only this session")
     events.add_argument("--workspace", help="only sessions of this workspace")
     events.add_argument("--limit", type=int, help="print at most N events (default all)")
-    events.add_argument("--follow", action="store_true",
-                        help="keep polling for new events until interrupted")
-    events.add_argument("--interval", type=float, default=0.5,
-                        help="seconds between polls with --follow (default 0.5)")
+    events.add_argument(
+        "--follow", action="store_true", help="keep polling for new events until interrupted"
+    )
+    events.add_argument(
+        "--interval",
+        type=float,
+        default=0.5,
+        help="seconds between polls with --follow (default 0.5)",
+    )
 
     commands.add_parser("demo", help="run a short scenario and print what a follower sees")
     return parser
@@ -99,9 +109,13 @@ def _events(url: str, args: argparse.Namespace) -> int:
         session_id=args.session, workspace_id=args.workspace
     )
     remaining = args.limit
+    stop = threading.Event()
+    if args.follow:
+        # Ctrl-C ends the loop between polls, never in the middle of a query or a line.
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
     with Store.open(url) as store:
         cursor = args.after if args.after is not None or args.follow else 0
-        while remaining is None or remaining > 0:
+        while (remaining is None or remaining > 0) and not stop.is_set():
             page = store.events.load(
                 event_filter, after_seq=cursor, limit=min(remaining or 1000, 1000)
             )
@@ -113,7 +127,7 @@ def _events(url: str, args: argparse.Namespace) -> int:
             if not page.events:
                 if not args.follow:
                     break
-                time.sleep(args.interval)
+                stop.wait(args.interval)
     return 0
 
 

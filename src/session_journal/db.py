@@ -58,7 +58,9 @@ def create_engine(
 def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
     synchronous = options.sqlite_synchronous.upper()
     if synchronous not in _SYNCHRONOUS:
-        raise InvalidRecord(f"sqlite_synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}")
+        raise InvalidRecord(
+            f"sqlite_synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}"
+        )
     if url.database in (None, "", ":memory:"):
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})

@@ -33,10 +33,18 @@ def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
     """Run the scenario; `say` narrates each step. Returns the events appended, in feed order."""
     cursor = store.events.load().next_after_seq  # a client starts following at the frontier
     now = time.time_ns() // 1_000_000
-    alpha = SessionRecord(id="demo-alpha", project_id="demo-project", workspace_id=WORKSPACE,
-                          state=SessionState.RUNNING)
-    beta = SessionRecord(id="demo-beta", project_id="demo-project", workspace_id=WORKSPACE,
-                         state=SessionState.PROVISIONING)
+    alpha = SessionRecord(
+        id="demo-alpha",
+        project_id="demo-project",
+        workspace_id=WORKSPACE,
+        state=SessionState.RUNNING,
+    )
+    beta = SessionRecord(
+        id="demo-beta",
+        project_id="demo-project",
+        workspace_id=WORKSPACE,
+        state=SessionState.PROVISIONING,
+    )
     say(f"two sessions in workspace {WORKSPACE}: {alpha.id}, {beta.id}")
     store.sessions.save(alpha)
     store.sessions.save(beta)
@@ -59,8 +67,10 @@ def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
 
     say(f"{alpha.id} fails a lifecycle step; saving the same error twice emits one fault")
     failed = alpha.model_copy(
-        update={"state": SessionState.ERROR,
-                "last_error": "worker bootstrap failed: Connection closed by host"}
+        update={
+            "state": SessionState.ERROR,
+            "last_error": "worker bootstrap failed: Connection closed by host",
+        }
     )
     store.sessions.save_lifecycle(failed)
     store.sessions.save_lifecycle(failed)

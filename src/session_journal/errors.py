@@ -36,4 +36,5 @@ class ChainBroken(SessionJournalError):
 
 
 class StorageError(SessionJournalError):
-    """The database failed (unreachable, locked too long, disk full); the driver error is chained."""
+    """The database failed (unreachable, locked too long, disk full); the driver error is
+    chained."""

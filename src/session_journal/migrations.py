@@ -94,14 +94,20 @@ def status(engine: Engine) -> SchemaStatus:
     elif is_known(revision):
         usable, verdict = False, f"revision {revision} is older than {expected}: {UPGRADE_HINT}"
     elif minimum is not None and minimum <= SCHEMA_LEVEL:
-        usable, verdict = True, (
-            f"newer revision {revision} (level {level}) is compatible with this code's level "
-            f"{SCHEMA_LEVEL}"
+        usable, verdict = (
+            True,
+            (
+                f"newer revision {revision} (level {level}) is compatible with this code's level "
+                f"{SCHEMA_LEVEL}"
+            ),
         )
     else:
-        usable, verdict = False, (
-            f"revision {revision} needs code of schema level {minimum} or later; this code is "
-            f"level {SCHEMA_LEVEL}"
+        usable, verdict = (
+            False,
+            (
+                f"revision {revision} needs code of schema level {minimum} or later; this code is "
+                f"level {SCHEMA_LEVEL}"
+            ),
         )
     return SchemaStatus(revision, level, minimum, usable, verdict)
 

@@ -68,9 +68,6 @@ class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
-_CASCADE = {"ondelete": "CASCADE"}
-
-
 class SessionRow(Base):
     """`sessions`: one row per agent session."""
 
@@ -97,7 +94,7 @@ class SessionContextRow(Base):
     __tablename__ = "session_contexts"
 
     session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE), primary_key=True
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
     )
     workspace_id: Mapped[str] = mapped_column(sa.Text, index=True)
 
@@ -108,7 +105,7 @@ class SessionCheckpointRow(Base):
     __tablename__ = "session_checkpoints"
 
     session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE), primary_key=True
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
     )
     archive_path: Mapped[str] = mapped_column(sa.Text)
     sha256: Mapped[str] = mapped_column(sa.Text)
@@ -125,7 +122,7 @@ class ApiEventRow(Base):
     # On SQLite an INTEGER PRIMARY KEY is the rowid: the table is stored in seq order.
     seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=False)
     session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE)
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE")
     )
     recorded_at_ms: Mapped[int] = mapped_column(sa.BigInteger)
     body: Mapped[str] = mapped_column(JsonText)
@@ -146,7 +143,7 @@ class ActivityRow(Base):
     __tablename__ = "api_session_activity"
 
     session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", **_CASCADE), primary_key=True
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
     )
     body: Mapped[str] = mapped_column(JsonText)
 

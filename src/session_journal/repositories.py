@@ -4,39 +4,48 @@ work, speak domain types, and never begin, commit or close anything."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.dml import Insert
 
 from .events import EVENT_LIST, ApiEvent, ApiEventFilter, decode_body
-from .models import (
-    ActivityRow,
-    ApiEventRow,
-    EventSequenceRow,
-    SessionCheckpointRow,
-    SessionContextRow,
-    SessionRow,
-)
+from .models import Base
 from .records import CheckpointMetadata, SessionRecord, SessionState
 
-_sessions = SessionRow.__table__
-_contexts = SessionContextRow.__table__
-_checkpoints = SessionCheckpointRow.__table__
-_events = ApiEventRow.__table__
-_sequences = EventSequenceRow.__table__
-_activity = ActivityRow.__table__
+_sessions = Base.metadata.tables["sessions"]
+_contexts = Base.metadata.tables["session_contexts"]
+_checkpoints = Base.metadata.tables["session_checkpoints"]
+_events = Base.metadata.tables["api_events"]
+_sequences = Base.metadata.tables["event_sequences"]
+_activity = Base.metadata.tables["api_session_activity"]
 
 API_EVENTS = "api_events"
 
 
-def _upsert(connection: sa.Connection, table: sa.Table) -> Insert:
-    # INSERT ... ON CONFLICT DO UPDATE updates in place; delete-and-insert (or SQLite's INSERT OR
-    # REPLACE) would fire ON DELETE CASCADE and erase the session's events.
-    dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
-    return dialect.insert(table)
+def _upsert(
+    connection: sa.Connection,
+    table: sa.Table,
+    values: dict[str, Any],
+    also: dict[str, Any] | None = None,
+) -> None:
+    """Insert a row or update it in place by primary key (`also`: extra columns to set on
+    update). Never delete-and-insert (nor SQLite's INSERT OR REPLACE): a delete fires
+    ON DELETE CASCADE and would erase the session's events."""
+    keys = [column.name for column in table.primary_key]
+    if connection.dialect.name == "postgresql":
+        pg = postgresql.insert(table).values(values)
+        updates = {key: pg.excluded[key] for key in values if key not in keys}
+        statement: sa.Executable = pg.on_conflict_do_update(
+            index_elements=keys, set_=updates | (also or {})
+        )
+    else:
+        lite = sqlite.insert(table).values(values)
+        updates = {key: lite.excluded[key] for key in values if key not in keys}
+        statement = lite.on_conflict_do_update(index_elements=keys, set_=updates | (also or {}))
+    connection.execute(statement)
 
 
 class SessionRepository:
@@ -107,36 +116,23 @@ class SessionRepository:
             "project_id": record.project_id,
             "native_session_id": record.native_session_id,
         }
-        insert = _upsert(self._connection, _sessions).values(values)
-        updated = {key: insert.excluded[key] for key in values if key != "session_id"}
-        self._connection.execute(
-            insert.on_conflict_do_update(
-                index_elements=["session_id"],
-                set_=updated | {"updated_at": sa.func.current_timestamp()},
-            )
-        )
-        context = _upsert(self._connection, _contexts).values(
-            session_id=record.id, workspace_id=record.workspace_id
-        )
-        self._connection.execute(
-            context.on_conflict_do_update(
-                index_elements=["session_id"], set_={"workspace_id": context.excluded.workspace_id}
-            )
+        _upsert(self._connection, _sessions, values, {"updated_at": sa.func.current_timestamp()})
+        _upsert(
+            self._connection,
+            _contexts,
+            {"session_id": record.id, "workspace_id": record.workspace_id},
         )
         self.replace_checkpoint(record.id, record.checkpoint)
 
     def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
         """Store the checkpoint metadata; `None` removes it."""
         if checkpoint is None:
-            self._connection.execute(sa.delete(_checkpoints).where(_checkpoints.c.session_id == session_id))
-            return
-        values = checkpoint.model_dump() | {"session_id": session_id}
-        insert = _upsert(self._connection, _checkpoints).values(values)
-        self._connection.execute(
-            insert.on_conflict_do_update(
-                index_elements=["session_id"],
-                set_={key: insert.excluded[key] for key in values if key != "session_id"},
+            self._connection.execute(
+                sa.delete(_checkpoints).where(_checkpoints.c.session_id == session_id)
             )
+            return
+        _upsert(
+            self._connection, _checkpoints, checkpoint.model_dump() | {"session_id": session_id}
         )
 
     def update_lifecycle(self, record: SessionRecord) -> bool:
@@ -164,7 +160,7 @@ def _lifecycle(record: SessionRecord) -> dict[str, Any]:
     }
 
 
-def _record(row: sa.Row[Any]) -> SessionRecord:
+def _record(row: Any) -> SessionRecord:
     checkpoint = None
     if row.archive_path is not None:
         checkpoint = CheckpointMetadata(
@@ -249,13 +245,16 @@ class EventRepository:
 
     def latest_seq(self) -> int:
         """The frontier: the largest seq ever assigned (deletions never lower it)."""
-        return self._connection.execute(
+        latest: int = self._connection.execute(
             sa.select(_sequences.c.last_seq).where(_sequences.c.name == API_EVENTS)
         ).scalar_one()
+        return latest
 
     def page(self, event_filter: ApiEventFilter, after_seq: int, limit: int) -> list[ApiEvent]:
         """Events after `after_seq` matching the filter, ascending, at most `limit`."""
-        query = _PAGE_QUERIES[(event_filter.session_id is not None, event_filter.workspace_id is not None)]
+        query = _PAGE_QUERIES[
+            (event_filter.session_id is not None, event_filter.workspace_id is not None)
+        ]
         params: dict[str, Any] = {"after_seq": after_seq, "limit": limit}
         if event_filter.session_id is not None:
             params["session_id"] = event_filter.session_id
@@ -268,15 +267,19 @@ class EventRepository:
 _quote = lru_cache(maxsize=4096)(json.dumps)
 
 
-def _decode_page(rows: list[sa.Row[Any]]) -> list[ApiEvent]:
+def _decode_page(rows: Sequence[Any]) -> list[ApiEvent]:
     # Fast path: the page as one JSON document validated by pydantic-core in one call (several
     # times faster than a model per row). A body that does not decode, or text that does not
     # frame as exactly these rows, falls back to row-by-row decoding, where an undecodable body
     # becomes a LegacyNotice instead of failing the page.
-    text = "[" + ",".join(
-        f'{{"seq":{seq},"session_id":{_quote(session_id)},"recorded_at_ms":{at},"event":{body}}}'
-        for seq, session_id, at, body in rows
-    ) + "]"
+    text = (
+        "["
+        + ",".join(
+            f'{{"seq":{seq},"session_id":{_quote(session_id)},"recorded_at_ms":{at},"event":{body}}}'
+            for seq, session_id, at, body in rows
+        )
+        + "]"
+    )
     try:
         events = EVENT_LIST.validate_json(text)
         if [event.seq for event in events] == [row[0] for row in rows]:
@@ -303,10 +306,4 @@ class ActivityRepository:
 
     def put(self, session_id: str, body: str) -> None:
         """Insert or replace the snapshot."""
-        insert = _upsert(self._connection, _activity).values(session_id=session_id, body=body)
-        self._connection.execute(
-            insert.on_conflict_do_update(
-                index_elements=["session_id"], set_={"body": insert.excluded.body}
-            )
-        )
-
+        _upsert(self._connection, _activity, {"session_id": session_id, "body": body})

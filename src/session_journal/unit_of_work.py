@@ -60,9 +60,12 @@ class Database:
     @contextmanager
     def reading(self, action: str = "read") -> Iterator[UnitOfWork]:
         """A read-only snapshot: every query in the block sees the same committed state."""
-        with translate_errors(action), self.reader.connect() as connection:
-            with connection.begin():
-                yield UnitOfWork(connection)
+        with (
+            translate_errors(action),
+            self.reader.connect() as connection,
+            connection.begin(),
+        ):
+            yield UnitOfWork(connection)
 
     def dispose(self) -> None:
         """Close every pooled connection."""

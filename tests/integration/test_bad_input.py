@@ -33,8 +33,9 @@ def test_malformed_ids_are_refused_everywhere(store: Store, bad: str) -> None:
         lambda: store.sessions.list(workspace_id=bad),
         lambda: store.sessions.list(project_id=bad),
         lambda: store.sessions.save(SessionRecord.model_construct(id=bad, project_id="p")),
-        lambda: store.sessions.save(SessionFactory.build(workspace_id="w").model_copy(
-            update={"project_id": bad})),
+        lambda: store.sessions.save(
+            SessionFactory.build(workspace_id="w").model_copy(update={"project_id": bad})
+        ),
         lambda: store.faults.record_startup_fault(bad, "boom"),
         lambda: store.activity.record([(bad, ActivityFactory())], 1),
         lambda: store.activity.get(bad),
@@ -117,7 +118,9 @@ def test_unstorable_text_in_a_text_column_names_the_field(
 
 def test_bad_checkpoint_metadata(store: Store) -> None:
     good = CheckpointMetadata(
-        archive_path="/a", sha256="0" * 64, created_at="2026-11-29T10:00:00+01:00",
+        archive_path="/a",
+        sha256="0" * 64,
+        created_at="2026-11-29T10:00:00+01:00",
         event_frontier=0,
     )
     for update, field in [

@@ -139,8 +139,13 @@ def test_one_activity_batch_is_one_transaction_in_order(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-2"))
     idle, busy = ActivityFactory(), ActivityFactory(is_idle=False, state="busy")
     appended = store.activity.record(
-        [("session-1", idle), ("ghost", idle), ("session-2", busy), ("session-1", idle),
-         ("session-1", busy)],
+        [
+            ("session-1", idle),
+            ("ghost", idle),
+            ("session-2", busy),
+            ("session-1", idle),
+            ("session-1", busy),
+        ],
         100,
     )
     assert appended == 3
@@ -158,8 +163,9 @@ def test_startup_fault_is_recorded_only_for_existing_sessions(store: Store) -> N
     store.sessions.save(SessionFactory(id="session-1"))
     assert store.faults.record_startup_fault("session-1", "image pull failed") is True
     assert bodies(store) == [
-        SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="image pull failed",
-                     command_id=None)
+        SessionFault(
+            reason=OutcomeReason.STARTUP_FAILED, message="image pull failed", command_id=None
+        )
     ]
     stored = all_events(store)[0].model_dump(mode="json")["event"]
     assert stored == {
@@ -217,8 +223,12 @@ def test_save_upserts_in_place_and_keeps_the_sessions_events(store: Store) -> No
         event_frontier=2,
     )
     updated = record.model_copy(
-        update={"workspace_id": "team-b", "native_session_id": "native-7",
-                "checkpoint": checkpoint, "state": SessionState.CHECKPOINTING}
+        update={
+            "workspace_id": "team-b",
+            "native_session_id": "native-7",
+            "checkpoint": checkpoint,
+            "state": SessionState.CHECKPOINTING,
+        }
     )
     store.sessions.save(updated)
 
@@ -257,7 +267,7 @@ def test_deleting_a_session_removes_its_events_but_not_the_frontier(store: Store
 
 def test_any_unicode_and_nul_round_trip_inside_bodies(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
-    message = "nul:\x00 snowman:\u2603 clef:\U0001d11e rtl:\u202e quote:\" backslash:\\ \u2028"
+    message = 'nul:\x00 snowman:\u2603 clef:\U0001d11e rtl:\u202e quote:" backslash:\\ \u2028'
     store.faults.record_startup_fault("session-1", message)
     assert bodies(store) == [startup_fault(message)]
 

@@ -53,7 +53,9 @@ def test_a_newer_compatible_schema_opens(url: str) -> None:
 
 def test_a_newer_incompatible_schema_is_refused(url: str) -> None:
     pretend_newer_code_migrated(url, minimum=SCHEMA_LEVEL + 1)
-    with pytest.raises(IncompatibleSchema, match=rf"level {SCHEMA_LEVEL + 1} .*level {SCHEMA_LEVEL}"):
+    with pytest.raises(
+        IncompatibleSchema, match=rf"level {SCHEMA_LEVEL + 1} .*level {SCHEMA_LEVEL}"
+    ):
         Store.open(url)
     with pytest.raises(IncompatibleSchema, match="newer than this code"):
         migrations.upgrade(url)

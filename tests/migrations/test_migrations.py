@@ -23,11 +23,21 @@ TABLES = [
     "api_session_activity",
     "schema_compatibility",
 ]
-FAULT = json.dumps({"type": "session_fault",
-                    "data": {"reason": "startup_failed", "message": "nul \u0000 kept",
-                             "command_id": None}})
-ACTIVITY = json.dumps({"state": "running", "details": None, "is_idle": True,
-                       "waiting_for_input": False, "capacity_retry": False})
+FAULT = json.dumps(
+    {
+        "type": "session_fault",
+        "data": {"reason": "startup_failed", "message": "nul \u0000 kept", "command_id": None},
+    }
+)
+ACTIVITY = json.dumps(
+    {
+        "state": "running",
+        "details": None,
+        "is_idle": True,
+        "waiting_for_input": False,
+        "capacity_retry": False,
+    }
+)
 
 
 def seed_legacy_rows(url: str) -> None:
@@ -36,19 +46,38 @@ def seed_legacy_rows(url: str) -> None:
     with engine.begin() as connection:
         run = connection.execute
         for session, workspace in [("s1", "w1"), ("s2", "w2")]:
-            run(sa.text("INSERT INTO sessions (session_id, project_id, state) "
-                        "VALUES (:s, 'p', 'running')"), {"s": session})
-            run(sa.text("INSERT INTO session_contexts (session_id, workspace_id) VALUES (:s, :w)"),
-                {"s": session, "w": workspace})
-        run(sa.text("INSERT INTO session_checkpoints (session_id, archive_path, sha256, "
-                    "created_at, event_frontier) VALUES ('s1', '/a', :sha, "
-                    "'2026-11-29T10:00:00Z', 2)"), {"sha": "0" * 64})
+            run(
+                sa.text(
+                    "INSERT INTO sessions (session_id, project_id, state) "
+                    "VALUES (:s, 'p', 'running')"
+                ),
+                {"s": session},
+            )
+            run(
+                sa.text("INSERT INTO session_contexts (session_id, workspace_id) VALUES (:s, :w)"),
+                {"s": session, "w": workspace},
+            )
+        run(
+            sa.text(
+                "INSERT INTO session_checkpoints (session_id, archive_path, sha256, "
+                "created_at, event_frontier) VALUES ('s1', '/a', :sha, "
+                "'2026-11-29T10:00:00Z', 2)"
+            ),
+            {"sha": "0" * 64},
+        )
         for seq, session in [(1, "s1"), (2, "s2"), (8, "s1")]:
-            run(sa.text("INSERT INTO api_events (seq, session_id, recorded_at_ms, body) "
-                        "VALUES (:seq, :s, 100, :body)"), {"seq": seq, "s": session, "body": FAULT})
+            run(
+                sa.text(
+                    "INSERT INTO api_events (seq, session_id, recorded_at_ms, body) "
+                    "VALUES (:seq, :s, 100, :body)"
+                ),
+                {"seq": seq, "s": session, "body": FAULT},
+            )
         run(sa.text("UPDATE event_sequences SET last_seq = 10 WHERE name = 'api_events'"))
-        run(sa.text("INSERT INTO api_session_activity (session_id, body) VALUES ('s1', :b)"),
-            {"b": ACTIVITY})
+        run(
+            sa.text("INSERT INTO api_session_activity (session_id, body) VALUES ('s1', :b)"),
+            {"b": ACTIVITY},
+        )
     engine.dispose()
 
 
@@ -56,13 +85,18 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
     engine = sa.create_engine(url)
     with engine.connect() as connection:
         rows = {
-            "sessions": connection.execute(sa.text(
-                "SELECT session_id, project_id, state FROM sessions ORDER BY 1")).all(),
-            "api_events": connection.execute(sa.text(
-                "SELECT seq, session_id, recorded_at_ms, CAST(body AS TEXT) FROM api_events "
-                "ORDER BY seq")).all(),
-            "event_sequences": connection.execute(sa.text(
-                "SELECT name, last_seq FROM event_sequences")).all(),
+            "sessions": connection.execute(
+                sa.text("SELECT session_id, project_id, state FROM sessions ORDER BY 1")
+            ).all(),
+            "api_events": connection.execute(
+                sa.text(
+                    "SELECT seq, session_id, recorded_at_ms, CAST(body AS TEXT) FROM api_events "
+                    "ORDER BY seq"
+                )
+            ).all(),
+            "event_sequences": connection.execute(
+                sa.text("SELECT name, last_seq FROM event_sequences")
+            ).all(),
         }
     engine.dispose()
     return rows
@@ -94,8 +128,9 @@ def test_upgrading_a_populated_legacy_database_loses_no_row_and_keeps_the_fronti
         assert store.activity.get("s1") is not None
         s1 = store.sessions.get("s1")
         assert s1 is not None and s1.workspace_id == "w1" and s1.checkpoint is not None
-        store.sessions.save(SessionFactory(id="s2", workspace_id="w2",
-                                           state=SessionState.STARTUP_CLEANUP))
+        store.sessions.save(
+            SessionFactory(id="s2", workspace_id="w2", state=SessionState.STARTUP_CLEANUP)
+        )
 
 
 def test_downgrade_and_upgrade_round_trip_with_data(url: str) -> None:
@@ -108,7 +143,10 @@ def test_downgrade_and_upgrade_round_trip_with_data(url: str) -> None:
 
     migrations.downgrade(url, "0001_initial")
     assert table_counts(url, TABLES) == counts
-    assert snapshot(url)["sessions"] == [("s1", "project-1", "running"), ("s2", "project-1", "error")]
+    assert snapshot(url)["sessions"] == [
+        ("s1", "project-1", "running"),
+        ("s2", "project-1", "error"),
+    ]
     migrations.upgrade(url)
     assert table_counts(url, TABLES) == counts
     with Store.open(url) as store:

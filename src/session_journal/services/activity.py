@@ -66,7 +66,9 @@ class ActivityService:
             return None
 
 
-def _items(activities: Iterable[tuple[str, ApiActivityState]]) -> list[tuple[str, ApiActivityState]]:
+def _items(
+    activities: Iterable[tuple[str, ApiActivityState]],
+) -> list[tuple[str, ApiActivityState]]:
     try:
         items = list(activities)
     except TypeError:

@@ -21,7 +21,7 @@ class EventService:
 
     def load(
         self,
-        filter: ApiEventFilter | None = None,  # noqa: A002 - the contract's name
+        filter: ApiEventFilter | None = None,
         after_seq: int | None = None,
         limit: int = 100,
     ) -> ApiEventPage:

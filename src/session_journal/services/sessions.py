@@ -24,7 +24,9 @@ class SessionService:
         with self._database.writing(f"save session {record.id!r}") as uow:
             _, previous_error = uow.sessions.lock(record.id)
             uow.sessions.upsert(record)
-            record_fault_transition(uow, record, previous_error, self._database.options.max_body_bytes)
+            record_fault_transition(
+                uow, record, previous_error, self._database.options.max_body_bytes
+            )
             uow.commit()
 
     def save_lifecycle(self, record: SessionRecord) -> None:
@@ -36,7 +38,9 @@ class SessionService:
             if not exists:
                 raise SessionNotFound(f"session {record.id!r} does not exist")
             uow.sessions.update_lifecycle(record)
-            record_fault_transition(uow, record, previous_error, self._database.options.max_body_bytes)
+            record_fault_transition(
+                uow, record, previous_error, self._database.options.max_body_bytes
+            )
             uow.commit()
 
     def get(self, session_id: str) -> SessionRecord | None:

@@ -1,0 +1,131 @@
+"""The command line: each command once, on both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from session_journal import Store
+from session_journal.cli import main
+from tests.factories import SessionFactory
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--url", url, "db", "check")
+    assert code == 1
+    assert "revision: none" in out and "alembic upgrade head" in out
+
+    assert run(capsys, "--url", url, "db", "upgrade", "0001_initial")[:2] == (
+        0,
+        "database at 0001_initial\n",
+    )
+    assert run(capsys, "--url", url, "db", "current")[:2] == (0, "0001_initial\n")
+    code, out, _ = run(capsys, "--url", url, "db", "upgrade")
+    assert (code, out) == (0, "database at 0002_startup_cleanup\n")
+
+    code, out, _ = run(capsys, "--url", url, "db", "check")
+    assert code == 0
+    assert out.splitlines() == [
+        "revision: 0002_startup_cleanup",
+        "schema_level: 2",
+        "minimum_compatible_level: 2",
+        "code_schema_level: 2",
+        "verdict: up to date",
+    ]
+
+
+def test_events_prints_one_json_object_per_line(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Store.open(url, upgrade=True) as store:
+        store.sessions.save(SessionFactory(id="a", workspace_id="w1"))
+        store.sessions.save(SessionFactory(id="b", workspace_id="w2"))
+        for session in ["a", "b", "a"]:
+            store.faults.record_startup_fault(session, f"fault of {session}")
+
+    code, out, _ = run(capsys, "--url", url, "events")
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2, 3]
+    assert set(lines[0]) == {"seq", "session_id", "recorded_at_ms", "event"}
+    assert lines[0]["event"] == {
+        "type": "session_fault",
+        "data": {"reason": "startup_failed", "message": "fault of a", "command_id": None},
+    }
+    seqs = lambda *args: [json.loads(x)["seq"] for x in run(capsys, *args)[1].splitlines()]  # noqa: E731
+    assert seqs("--url", url, "events", "--after", "1") == [2, 3]
+    assert seqs("--url", url, "events", "--session", "a") == [1, 3]
+    assert seqs("--url", url, "events", "--workspace", "w2") == [2]
+    assert seqs("--url", url, "events", "--limit", "2") == [1, 2]
+
+
+def test_errors_are_one_line_with_exit_1(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--url", url, "events")
+    assert (code, out) == (1, "")
+    assert err.startswith("session-journal: database schema is out of date")
+    assert len(err.splitlines()) == 1
+
+    run(capsys, "--url", url, "db", "upgrade")
+    code, _, err = run(capsys, "--url", url, "events", "--session", "../x")
+    assert code == 1 and "invalid id '../x'" in err and len(err.splitlines()) == 1
+    code, _, err = run(capsys, "--url", url, "events", "--after", "-1")
+    assert code == 1 and "after_seq must be between 0" in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["events", "--after", "soon"])
+    assert exit_info.value.code == 2
+
+
+def test_demo_prints_what_a_follower_sees(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--url", url, "demo")
+    assert code == 0
+    feed = [json.loads(line) for line in out.splitlines() if not line.startswith("#")]
+    assert [(line["session_id"], line["event"]["type"]) for line in feed] == [
+        ("demo-alpha", "activity_changed"),
+        ("demo-alpha", "activity_changed"),
+        ("demo-beta", "activity_changed"),
+        ("demo-alpha", "activity_changed"),
+        ("demo-beta", "session_fault"),
+        ("demo-alpha", "session_fault"),
+    ]
+    assert [line["seq"] for line in feed] == [1, 2, 3, 4, 5, 6]
+
+
+def test_follow_through_the_console_script_until_interrupted(url: str) -> None:
+    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": url}
+    with Store.open(url, upgrade=True) as store:
+        store.sessions.save(SessionFactory(id="a"))
+        store.faults.record_startup_fault("a", "before following")
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "session_journal", "events", "--follow", "--interval", "0.05"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2)  # let it start at the frontier
+        store.faults.record_startup_fault("a", "while following")
+        assert follower.stdout is not None
+        ready, _, _ = select.select([follower.stdout], [], [], 30)
+        line = follower.stdout.readline() if ready else ""
+        follower.send_signal(signal.SIGINT)
+        _, err = follower.communicate(timeout=20)
+    assert follower.returncode == 0
+    assert err == ""
+    event = json.loads(line)
+    assert (event["seq"], event["event"]["data"]["message"]) == (2, "while following")
