@@ -11,14 +11,18 @@ SQLite: a batch migration rebuilds a table by dropping it; with foreign keys on,
 a transaction, so the migration engine sets it when it connects, before the first `BEGIN`, and
 `PRAGMA foreign_key_check` runs before each revision commits (a violation aborts it).
 
-PostgreSQL: a session-level advisory lock serialises concurrent upgrades (two operators, or two
-controller hosts starting at once) from before the current revision is read until the last
-revision is done.
+Concurrent upgrades (two operators, or several controllers starting at once) are serialised from
+before the current revision is read until the last revision is done: on PostgreSQL by a
+session-level advisory lock, on SQLite by `flock` on the database file (independent of SQLite's
+own POSIX locks, which do not last across the per-revision transactions).
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging.config
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import sqlalchemy as sa
 from alembic import context
@@ -65,10 +69,25 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+@contextmanager
+def sqlite_upgrade_lock() -> Iterator[None]:
+    path = sa.make_url(url).database
+    assert path
+    with open(path, "ab") as database_file:  # creates an empty database file if needed
+        fcntl.flock(database_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(database_file, fcntl.LOCK_UN)
+
+
 def run_online() -> None:
     engine = create_engine(url, StoreOptions.from_env(), role="migrator")
     try:
-        with engine.connect() as connection:
+        with (
+            sqlite_upgrade_lock() if is_sqlite else nullcontext(),
+            engine.connect() as connection,
+        ):
             if not is_sqlite:
                 connection.execute(
                     sa.text("SELECT pg_advisory_lock(:key, hashtext(current_schema()))"),

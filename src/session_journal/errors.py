@@ -19,6 +19,10 @@ class InvalidRecord(SessionJournalError, ValueError):
     """Bad input: a malformed id, record, body or argument. Nothing was written."""
 
 
+class MigrationFailed(SessionJournalError):
+    """A revision failed and was rolled back: the database is at the revision before it."""
+
+
 class SessionNotFound(SessionJournalError):
     """The session named by a call does not exist."""
 

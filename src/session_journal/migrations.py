@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .db import create_engine, translate_errors
-from .errors import IncompatibleSchema, SchemaOutOfDate, SessionJournalError
+from .errors import IncompatibleSchema, MigrationFailed, SchemaOutOfDate, SessionJournalError
 
 SCHEMA_LEVEL = 2
 """The schema level of this code's head revision (see `schema_compatibility`)."""
@@ -145,7 +145,11 @@ def downgrade(url: str, revision: str) -> None:
 
 def _run(action: object, url: str, revision: str) -> None:
     try:
-        with translate_errors(f"migrate to {revision}"):
-            action(alembic_config(url), revision)  # type: ignore[operator]
-    except CommandError as error:
-        raise SessionJournalError(f"migration to {revision} failed: {error}") from error
+        action(alembic_config(url), revision)  # type: ignore[operator]
+    except SessionJournalError:
+        raise
+    except Exception as error:
+        detail = str(getattr(error, "orig", None) or error).splitlines()[0]
+        raise MigrationFailed(
+            f"migration to {revision} failed and its revision was rolled back: {detail}"
+        ) from error

@@ -4,7 +4,7 @@ work, speak domain types, and never begin, commit or close anything."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -108,6 +108,20 @@ class SessionRepository:
             .with_for_update(read=True)
         )
         return self._connection.execute(query).first() is not None
+
+    def lock_existing(self, session_ids: Collection[str]) -> set[str]:
+        """Which of the sessions exist, locking their rows (PostgreSQL) in id order.
+
+        Every writer that touches several sessions locks them in the same order first, so two
+        transactions that update the same sessions' rows cannot deadlock.
+        """
+        query = (
+            sa.select(_sessions.c.session_id)
+            .where(_sessions.c.session_id.in_(sorted(set(session_ids))))
+            .order_by(_sessions.c.session_id)
+            .with_for_update()
+        )
+        return set(self._connection.execute(query).scalars())
 
     def upsert(self, record: SessionRecord) -> None:
         """Insert or update the session, its context and its checkpoint metadata in place."""

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from alembic.operations import Operations
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-from session_journal import SessionState, Store, migrations
+from session_journal import MigrationFailed, SchemaOutOfDate, SessionState, Store, migrations
 from tests.factories import SessionFactory
 from tests.helpers import table_counts
 
@@ -186,3 +189,55 @@ def test_offline_sql_mode_renders_every_revision(
     sql = capsys.readouterr().out
     assert "CREATE TABLE api_events" in sql
     assert "startup-cleanup" in sql
+
+
+def test_a_revision_that_fails_midway_leaves_the_previous_revision(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    migrations.upgrade(url, "0001_initial")
+    seed_legacy_rows(url)
+    before = snapshot(url)
+
+    def fail(*_: object, **__: object) -> None:
+        raise RuntimeError("injected failure after the sessions rebuild")
+
+    # 0002 rebuilds `sessions`, then sets the levels with op.execute: fail there.
+    monkeypatch.setattr(Operations, "execute", fail)
+    with pytest.raises(MigrationFailed, match="rolled back: injected failure"):
+        migrations.upgrade(url)
+    monkeypatch.undo()
+
+    assert snapshot(url) == before
+    with pytest.raises(SchemaOutOfDate, match="0001_initial is older"):
+        Store.open(url)
+    migrations.upgrade(url)  # simply re-run
+    assert snapshot(url) == before
+
+
+def test_a_revision_that_breaks_a_foreign_key_is_rolled_back_on_sqlite(tmp_path: Path) -> None:
+    # SQLite only: migrations run with its foreign keys off (PostgreSQL checks every statement).
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    migrations.upgrade(url, "0001_initial")
+    engine = sa.create_engine(url)  # pysqlite: foreign keys off, so an orphan can be written
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "INSERT INTO api_events (seq, session_id, recorded_at_ms, body) "
+                "VALUES (1, 'ghost', 1, '{}')"
+            )
+        )
+    engine.dispose()
+    with pytest.raises(MigrationFailed, match="broke foreign keys"):
+        migrations.upgrade(url)
+    assert snapshot(url)["api_events"] == [(1, "ghost", 1, "{}")]
+    assert migrations.status(sa.create_engine(url)).revision == "0001_initial"
+
+
+def test_concurrent_upgrades_serialise(url: str) -> None:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(3) as pool:
+        pool.map(migrations.upgrade, [url] * 3)
+    counts = table_counts(url, ["alembic_version", "event_sequences", "schema_compatibility"])
+    assert counts == {"alembic_version": 1, "event_sequences": 1, "schema_compatibility": 1}
+    with Store.open(url) as store:
+        assert store.schema.revision == migrations.head()

@@ -39,10 +39,13 @@ class ActivityService:
             state = revalidate(state, ApiActivityState, f"{what} state")
             event = encode_json(ActivityChanged(activity=state), f"{what} state", max_bytes)
             batch.append((session_id, state.canonical_json(), event))
+        if not batch:
+            return 0
         appended = 0
         with self._database.writing("record activity") as uow:
+            existing = uow.sessions.lock_existing([session_id for session_id, _, _ in batch])
             for session_id, canonical, event in batch:
-                if not uow.sessions.exists(session_id):
+                if session_id not in existing:
                     continue
                 stored = uow.activity.get(session_id)
                 if stored is not None and _canonical(stored) == canonical:
