@@ -207,10 +207,15 @@ def _page_query(*, by_session: bool, by_workspace: bool) -> sa.Select[Any]:
     if by_session:
         query = query.where(_events.c.session_id == sa.bindparam("session_id"))
     if by_workspace:
-        in_workspace = sa.select(_contexts.c.session_id).where(
-            _contexts.c.workspace_id == sa.bindparam("workspace_id")
+        # A correlated EXISTS, not IN (subquery): with IN, SQLite reads every event of the
+        # workspace's sessions through the (session_id, seq) index and sorts them all on each
+        # page; with EXISTS it walks the log in seq order and stops when the page is full.
+        in_workspace = (
+            sa.select(_contexts.c.session_id)
+            .where(_contexts.c.session_id == _events.c.session_id)
+            .where(_contexts.c.workspace_id == sa.bindparam("workspace_id"))
         )
-        query = query.where(_events.c.session_id.in_(in_workspace))
+        query = query.where(in_workspace.exists())
     return query.order_by(_events.c.seq).limit(sa.bindparam("limit"))
 
 
