@@ -30,9 +30,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-if TYPE_CHECKING:
-    from multiprocessing.queues import Queue
-
 from session_journal import (
     ActivityChanged,
     ApiActivityDetails,
@@ -44,6 +41,9 @@ from session_journal import (
     SessionState,
     Store,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
 
 WRITER_PROCESSES = 4
 THREADS_PER_WRITER = 4
@@ -69,6 +69,7 @@ class Report:
     errors: list[str] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
     pages: int = 0
+    pages_during_run: int = 0  # pages read while the frontier was still below the total
 
 
 @dataclass
@@ -76,6 +77,10 @@ class Ready:
     """Sent by a child once its store is open and it waits for the start signal."""
 
     name: str
+
+
+if TYPE_CHECKING:  # multiprocessing's Queue is not subscriptable at runtime on Python 3.11
+    Messages = Queue[Report | Ready]
 
 
 def session_id(process: int, thread: int) -> str:
@@ -124,10 +129,6 @@ def step_of(event: ApiEvent) -> Step:
         raise AssertionError(f"unexpected event {event!r}")
     assert session == event.session_id, f"seq {event.seq}: written for {session}: {event!r}"
     return kind, int(counter)
-
-
-if TYPE_CHECKING:  # multiprocessing's Queue is not subscriptable at runtime on Python 3.11
-    Messages = Queue[Report | Ready]
 
 
 # --- child processes (module-level so the "spawn" context can pickle them) ---------------------
@@ -194,6 +195,7 @@ def follower_process(
                 finishing = writers_done.is_set()
                 page = store.events.load(after_seq=cursor, limit=FOLLOWER_PAGE)
                 report.pages += 1
+                report.pages_during_run += page.latest_seq < EXPECTED_EVENTS
                 if page.events:
                     assert page.next_after_seq == page.events[-1].seq, page
                 else:
@@ -253,9 +255,10 @@ def collect(
         try:
             message = reports.get(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
         except queue.Empty:
-            if time.monotonic() > deadline:
-                states = {process.name: process.exitcode for process in processes}
-                pytest.fail(f"timed out waiting for {kind.__name__} messages; exit codes {states}")
+            states = {process.name: process.exitcode for process in processes}
+            crashed = any(state not in (None, 0) for state in states.values())
+            if crashed or time.monotonic() > deadline:
+                pytest.fail(f"no {kind.__name__} message; children's exit codes: {states}")
             continue
         if isinstance(message, Report) and kind is not Report:
             pytest.fail(f"{message.name} ended before starting:\n" + "\n".join(message.errors))
@@ -347,10 +350,12 @@ def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
     assert followed == list(range(1, EXPECTED_EVENTS + 1)), gaps_and_duplicates(
         followed, EXPECTED_EVENTS
     )
+    assert follower_report.pages_during_run > 0, "the follower only read after the writers ended"
     assert follower_report.seen == [
         (event.seq, event.session_id, event.event.model_dump_json()) for event in log
     ]
     print(
         f"{EXPECTED_EVENTS} events from {WRITER_PROCESSES}x{THREADS_PER_WRITER} writers in "
-        f"{elapsed:.2f}s; follower read {follower_report.pages} pages"
+        f"{elapsed:.2f}s; follower read {follower_report.pages} pages, "
+        f"{follower_report.pages_during_run} of them while the writers were appending"
     )
