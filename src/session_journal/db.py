@@ -47,9 +47,12 @@ def create_engine(
         return _sqlite_engine(parsed, options, role)
     if parsed.get_backend_name() == "postgresql":
         isolation = "REPEATABLE READ" if role == "reader" else "READ COMMITTED"
-        # Writes are serialised per process, so a writer needs few connections.
+        # No ping per checkout: it would add a round trip to every call. A call on a connection
+        # the server dropped (say, after a restart) fails once with StorageError, nothing of it
+        # committed, and the pool is renewed. Writes are serialised per process, so a writer
+        # needs few connections.
         pool = {"pool_size": 2, "max_overflow": 2} if role == "writer" else {}
-        return sa.create_engine(parsed, isolation_level=isolation, pool_pre_ping=True, **pool)
+        return sa.create_engine(parsed, isolation_level=isolation, **pool)
     raise InvalidRecord(
         f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql+psycopg://"
     )
@@ -80,7 +83,8 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        connection.exec_driver_sql(begin)
+        # Straight to the driver: this runs on every transaction of the write path.
+        connection.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
 
     return engine
 

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from session_journal import Store
-from session_journal.repositories import _PAGE_QUERIES
+from session_journal.repositories.events import _PAGE_QUERIES
 from tests.factories import SessionFactory
 from tests.helpers import append_raw, startup_fault
 

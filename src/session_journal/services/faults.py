@@ -24,8 +24,6 @@ class FaultService:
         fault = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
         body = encode_json(fault, "startup fault", self._database.options.max_body_bytes)
         with self._database.writing(f"record startup fault of {session_id!r}") as uow:
-            if not uow.sessions.exists(session_id):
-                return False
-            uow.events.append(session_id, now_ms(), body)
+            appended = uow.events.append_if_session_exists(session_id, now_ms(), body)
             uow.commit()
-            return True
+            return appended

@@ -1,0 +1,170 @@
+"""Sessions with their context and checkpoint metadata, and activity snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..records import CheckpointMetadata, SessionRecord, SessionState
+from ._tables import activity as _activity
+from ._tables import checkpoints as _checkpoints
+from ._tables import contexts as _contexts
+from ._tables import sessions as _sessions
+from ._tables import upsert as _upsert
+
+
+class SessionRepository:
+    """Sessions with their workspace context and checkpoint metadata."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self._connection = connection
+
+    _select = (
+        sa.select(
+            _sessions.c.session_id,
+            _sessions.c.project_id,
+            _contexts.c.workspace_id,
+            _sessions.c.state,
+            _sessions.c.native_session_id,
+            _sessions.c.last_error,
+            _sessions.c.last_checkpoint_error,
+            _checkpoints.c.archive_path,
+            _checkpoints.c.sha256,
+            _checkpoints.c.created_at,
+            _checkpoints.c.event_frontier,
+        )
+        .select_from(_sessions)
+        .outerjoin(_contexts, _contexts.c.session_id == _sessions.c.session_id)
+        .outerjoin(_checkpoints, _checkpoints.c.session_id == _sessions.c.session_id)
+    )
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        """The session, or `None`."""
+        row = self._connection.execute(
+            self._select.where(_sessions.c.session_id == session_id)
+        ).one_or_none()
+        return None if row is None else _record(row)
+
+    def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
+        """Sessions matching both optional filters, by id."""
+        query = self._select.order_by(_sessions.c.session_id)
+        if workspace_id is not None:
+            query = query.where(_contexts.c.workspace_id == workspace_id)
+        if project_id is not None:
+            query = query.where(_sessions.c.project_id == project_id)
+        return [_record(row) for row in self._connection.execute(query)]
+
+    def lock(self, session_id: str) -> tuple[bool, str | None]:
+        """Whether the session exists and its stored `last_error`, locking the row (PostgreSQL)
+        until the transaction ends, so concurrent saves compare against committed state."""
+        row = self._connection.execute(
+            sa.select(_sessions.c.last_error)
+            .where(_sessions.c.session_id == session_id)
+            .with_for_update()
+        ).one_or_none()
+        return (False, None) if row is None else (True, row.last_error)
+
+    def lock_existing(self, session_ids: Collection[str]) -> set[str]:
+        """Which of the sessions exist, locking their rows (PostgreSQL) in id order.
+
+        Every writer that touches several sessions locks them in the same order first, so two
+        transactions that update the same sessions' rows cannot deadlock.
+        """
+        query = (
+            sa.select(_sessions.c.session_id)
+            .where(_sessions.c.session_id.in_(sorted(set(session_ids))))
+            .order_by(_sessions.c.session_id)
+            .with_for_update()
+        )
+        return set(self._connection.execute(query).scalars())
+
+    def upsert(self, record: SessionRecord) -> None:
+        """Insert or update the session, its context and its checkpoint metadata in place."""
+        values = _lifecycle(record) | {
+            "session_id": record.id,
+            "project_id": record.project_id,
+            "native_session_id": record.native_session_id,
+        }
+        _upsert(self._connection, _sessions, values, {"updated_at": sa.func.current_timestamp()})
+        _upsert(
+            self._connection,
+            _contexts,
+            {"session_id": record.id, "workspace_id": record.workspace_id},
+        )
+        self.replace_checkpoint(record.id, record.checkpoint)
+
+    def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
+        """Store the checkpoint metadata; `None` removes it."""
+        if checkpoint is None:
+            self._connection.execute(
+                sa.delete(_checkpoints).where(_checkpoints.c.session_id == session_id)
+            )
+            return
+        _upsert(
+            self._connection, _checkpoints, checkpoint.model_dump() | {"session_id": session_id}
+        )
+
+    def update_lifecycle(self, record: SessionRecord) -> bool:
+        """Update `state`, `last_error` and `last_checkpoint_error`; whether the session existed."""
+        result = self._connection.execute(
+            sa.update(_sessions)
+            .where(_sessions.c.session_id == record.id)
+            .values(_lifecycle(record) | {"updated_at": sa.func.current_timestamp()})
+        )
+        return result.rowcount > 0
+
+    def delete(self, session_id: str) -> bool:
+        """Delete the session and, by cascade, everything that belongs to it."""
+        result = self._connection.execute(
+            sa.delete(_sessions).where(_sessions.c.session_id == session_id)
+        )
+        return result.rowcount > 0
+
+
+def _lifecycle(record: SessionRecord) -> dict[str, Any]:
+    return {
+        "state": record.state.value,
+        "last_error": record.last_error,
+        "last_checkpoint_error": record.last_checkpoint_error,
+    }
+
+
+def _record(row: Any) -> SessionRecord:
+    checkpoint = None
+    if row.archive_path is not None:
+        checkpoint = CheckpointMetadata(
+            archive_path=row.archive_path,
+            sha256=row.sha256,
+            created_at=row.created_at,
+            event_frontier=row.event_frontier,
+        )
+    # Stored rows were validated when written; construct without re-running the id rules.
+    return SessionRecord.model_construct(
+        id=row.session_id,
+        project_id=row.project_id,
+        workspace_id=row.workspace_id if row.workspace_id is not None else "default",
+        state=SessionState(row.state),
+        native_session_id=row.native_session_id,
+        last_error=row.last_error,
+        last_checkpoint_error=row.last_checkpoint_error,
+        checkpoint=checkpoint,
+    )
+
+
+class ActivityRepository:
+    """The latest activity snapshot per session, stored as canonical JSON."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self._connection = connection
+
+    def get(self, session_id: str) -> str | None:
+        """The stored snapshot's JSON text, or `None`."""
+        return self._connection.execute(
+            sa.select(_activity.c.body).where(_activity.c.session_id == session_id)
+        ).scalar_one_or_none()
+
+    def put(self, session_id: str, body: str) -> None:
+        """Insert or replace the snapshot."""
+        _upsert(self._connection, _activity, {"session_id": session_id, "body": body})
