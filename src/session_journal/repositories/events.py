@@ -44,9 +44,10 @@ _TAKE_SEQ_IF_SESSION = (
     .returning(_sequences.c.last_seq)
 )
 # PostgreSQL: the seq and the insert of one event in one statement (one round trip). The
-# existence check stays a separate statement before it: inside the UPDATE, a writer that waited
-# for the sequence row lock re-checks its WHERE clause against the new row version and can
-# wrongly find nothing (seen under load).
+# existence check (a row lock) stays a separate statement before it: a writer that waited for the
+# sequence row lock re-checks its statement against the new row version, and a row-locking
+# subquery in that statement then finds nothing (seen under load, also with the check in a CTE),
+# so the event would be silently refused.
 _taken = (
     sa.update(_sequences)
     .where(_sequences.c.name == API_EVENTS)
