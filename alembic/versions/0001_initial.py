@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from session_journal.models import state_check
+
 revision = "0001_initial"
 down_revision = None
 branch_labels = None
@@ -25,10 +27,6 @@ LEGACY_STATES = (
     "destroying",
     "error",
 )
-
-
-def state_check(states: tuple[str, ...]) -> str:
-    return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
 
 
 def _session_fk() -> sa.ForeignKey:

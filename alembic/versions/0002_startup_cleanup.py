@@ -16,6 +16,9 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from session_journal.migrations import set_schema_levels
+from session_journal.models import state_check
+
 revision = "0002_startup_cleanup"
 down_revision = "0001_initial"
 branch_labels = None
@@ -32,10 +35,6 @@ LEGACY_STATES = (
 )
 STATES = (*LEGACY_STATES, "startup-cleanup")
 CHECK = "ck_sessions_state"
-
-
-def state_check(states: tuple[str, ...]) -> str:
-    return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
 
 
 def sessions_table(states: tuple[str, ...]) -> sa.Table:
@@ -56,19 +55,6 @@ def sessions_table(states: tuple[str, ...]) -> sa.Table:
     )
 
 
-def set_levels(schema_level: int, minimum_compatible_level: int) -> None:
-    table = sa.table(
-        "schema_compatibility",
-        sa.column("schema_level", sa.Integer),
-        sa.column("minimum_compatible_level", sa.Integer),
-    )
-    op.execute(
-        table.update().values(
-            schema_level=schema_level, minimum_compatible_level=minimum_compatible_level
-        )
-    )
-
-
 def replace_check(old: tuple[str, ...], new: tuple[str, ...]) -> None:
     with op.batch_alter_table("sessions", copy_from=sessions_table(old)) as batch:
         batch.drop_constraint(op.f(CHECK), type_="check")
@@ -78,11 +64,11 @@ def replace_check(old: tuple[str, ...], new: tuple[str, ...]) -> None:
 def upgrade() -> None:
     replace_check(LEGACY_STATES, STATES)
     # Code of level 1 cannot read a session in `startup-cleanup`.
-    set_levels(2, 2)
+    set_schema_levels(2, 2)
 
 
 def downgrade() -> None:
     sessions = sa.table("sessions", sa.column("state", sa.Text))
     op.execute(sessions.update().where(sessions.c.state == "startup-cleanup").values(state="error"))
     replace_check(STATES, LEGACY_STATES)
-    set_levels(1, 1)
+    set_schema_levels(1, 1)

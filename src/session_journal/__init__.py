@@ -41,7 +41,7 @@ from .events import (
     TurnStarted,
 )
 from .migrations import SCHEMA_LEVEL
-from .records import CheckpointMetadata, SessionRecord, SessionState
+from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
 from .store import Store
 from .unit_of_work import UnitOfWork
 
@@ -58,6 +58,7 @@ __all__ = [
     "ApiTurnOutcome",
     "ChainBroken",
     "CheckpointMetadata",
+    "CheckpointOperation",
     "CommandEnded",
     "CommandOwner",
     "CommandResult",

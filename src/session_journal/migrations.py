@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import sqlalchemy as sa
-from alembic import command
+from alembic import command, op
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -22,7 +22,7 @@ from .config import StoreOptions
 from .db import create_engine, translate_errors
 from .errors import IncompatibleSchema, MigrationFailed, SchemaOutOfDate, SessionJournalError
 
-SCHEMA_LEVEL = 2
+SCHEMA_LEVEL = 4
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"
@@ -141,6 +141,21 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
 def downgrade(url: str, revision: str) -> None:
     """Migrate the database at `url` down to `revision` (`base` removes every table)."""
     _run(command.downgrade, url, revision)
+
+
+def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
+    """For revisions: record the level a revision brings and the oldest level of code that may
+    still use the database after it."""
+    table = sa.table(
+        "schema_compatibility",
+        sa.column("schema_level", sa.Integer),
+        sa.column("minimum_compatible_level", sa.Integer),
+    )
+    op.execute(
+        table.update().values(
+            schema_level=schema_level, minimum_compatible_level=minimum_compatible_level
+        )
+    )
 
 
 def _run(action: object, url: str, revision: str) -> None:

@@ -155,3 +155,18 @@ class SchemaCompatibilityRow(Base):
 
     schema_level: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     minimum_compatible_level: Mapped[int] = mapped_column(sa.Integer)
+
+
+class CheckpointOperationRow(Base):
+    """`checkpoint_operations`: the one checkpoint in flight per session and its owner."""
+
+    __tablename__ = "checkpoint_operations"
+
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
+    )
+    command_id: Mapped[str] = mapped_column(sa.Text)
+    related_command_ids: Mapped[str] = mapped_column(JsonText, server_default=sa.text("'[]'"))
+    created_at: Mapped[datetime] = mapped_column(
+        sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
+    )

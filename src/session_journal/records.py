@@ -79,3 +79,12 @@ def revalidate(value: Any, model: type[Model], what: str) -> Model:
         ident = getattr(value, "id", None)
         named = f"{what} {ident!r}" if isinstance(ident, str) else what
         raise InvalidRecord(f"{named}: {describe(error)}") from None
+
+
+class CheckpointOperation(BaseModel):
+    """The checkpoint in flight for a session: its owning command and the barrier commands sent
+    on its behalf."""
+
+    session_id: str
+    command_id: str
+    related_command_ids: list[str] = Field(default_factory=list)

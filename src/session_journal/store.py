@@ -12,6 +12,7 @@ from . import migrations
 from .config import StoreOptions, resolve_url
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
+from .services.checkpoints import CheckpointService
 from .services.events import EventService
 from .services.faults import FaultService
 from .services.sessions import SessionService
@@ -29,6 +30,7 @@ class Store:
         self.events = EventService(database)
         self.activity = ActivityService(database)
         self.faults = FaultService(database)
+        self.checkpoints = CheckpointService(database)
 
     @classmethod
     def open(

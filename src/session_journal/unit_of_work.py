@@ -11,7 +11,12 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .db import create_engine, translate_errors
-from .repositories import ActivityRepository, EventRepository, SessionRepository
+from .repositories import (
+    ActivityRepository,
+    CheckpointRepository,
+    EventRepository,
+    SessionRepository,
+)
 
 
 class UnitOfWork:
@@ -22,6 +27,7 @@ class UnitOfWork:
         self.sessions = SessionRepository(connection)
         self.events = EventRepository(connection)
         self.activity = ActivityRepository(connection)
+        self.checkpoints = CheckpointRepository(connection)
 
     def commit(self) -> None:
         """Assign seqs to the appended events, then commit the transaction."""

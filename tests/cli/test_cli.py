@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from session_journal import Store
+from session_journal import Store, migrations
 from session_journal.cli import main
 from tests.factories import SessionFactory
 
@@ -34,15 +34,15 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     )
     assert run(capsys, "--url", url, "db", "current")[:2] == (0, "0001_initial\n")
     code, out, _ = run(capsys, "--url", url, "db", "upgrade")
-    assert (code, out) == (0, "database at 0002_startup_cleanup\n")
+    assert (code, out) == (0, f"database at {migrations.head()}\n")
 
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0002_startup_cleanup",
-        "schema_level: 2",
+        "revision: 0004_outcome_bodies",
+        "schema_level: 4",
         "minimum_compatible_level: 2",
-        "code_schema_level: 2",
+        "code_schema_level: 4",
         "verdict: up to date",
     ]
 

@@ -15,6 +15,7 @@ checkpoints = Base.metadata.tables["session_checkpoints"]
 events = Base.metadata.tables["api_events"]
 sequences = Base.metadata.tables["event_sequences"]
 activity = Base.metadata.tables["api_session_activity"]
+operations = Base.metadata.tables["checkpoint_operations"]
 
 
 def upsert(

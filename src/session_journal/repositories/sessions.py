@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -11,8 +12,16 @@ from ..records import CheckpointMetadata, SessionRecord, SessionState
 from ._tables import activity as _activity
 from ._tables import checkpoints as _checkpoints
 from ._tables import contexts as _contexts
+from ._tables import operations as _operations
 from ._tables import sessions as _sessions
 from ._tables import upsert as _upsert
+
+
+class StoredLifecycle(NamedTuple):
+    """The lifecycle fields a writer decides on."""
+
+    state: SessionState
+    last_error: str | None
 
 
 class SessionRepository:
@@ -56,15 +65,15 @@ class SessionRepository:
             query = query.where(_sessions.c.project_id == project_id)
         return [_record(row) for row in self._connection.execute(query)]
 
-    def lock(self, session_id: str) -> tuple[bool, str | None]:
-        """Whether the session exists and its stored `last_error`, locking the row (PostgreSQL)
-        until the transaction ends, so concurrent saves compare against committed state."""
+    def lock(self, session_id: str) -> StoredLifecycle | None:
+        """The stored state and `last_error`, or `None`; the row stays locked (PostgreSQL) until
+        the transaction ends, so concurrent writers decide on committed state."""
         row = self._connection.execute(
-            sa.select(_sessions.c.last_error)
+            sa.select(_sessions.c.state, _sessions.c.last_error)
             .where(_sessions.c.session_id == session_id)
             .with_for_update()
         ).one_or_none()
-        return (False, None) if row is None else (True, row.last_error)
+        return None if row is None else StoredLifecycle(SessionState(row.state), row.last_error)
 
     def lock_existing(self, session_ids: Collection[str]) -> set[str]:
         """Which of the sessions exist, locking their rows (PostgreSQL) in id order.
@@ -104,6 +113,42 @@ class SessionRepository:
             return
         _upsert(
             self._connection, _checkpoints, checkpoint.model_dump() | {"session_id": session_id}
+        )
+
+    def lock_interrupted_checkpoints(self) -> builtins.list[str]:
+        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id."""
+        query = (
+            sa.select(_sessions.c.session_id)
+            .where(
+                sa.or_(
+                    _sessions.c.state == SessionState.CHECKPOINTING.value,
+                    _sessions.c.session_id.in_(sa.select(_operations.c.session_id)),
+                )
+            )
+            .order_by(_sessions.c.session_id)
+            .with_for_update()
+        )
+        return list(self._connection.execute(query).scalars())
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        """Back to `running` after an interrupted checkpoint, saying so in
+        `last_checkpoint_error`; `last_error` and the checkpoint metadata stay."""
+        self._connection.execute(
+            sa.update(_sessions)
+            .where(_sessions.c.session_id == session_id)
+            .values(
+                state=SessionState.RUNNING.value,
+                last_checkpoint_error=last_checkpoint_error,
+                updated_at=sa.func.current_timestamp(),
+            )
+        )
+
+    def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
+        """Store the runtime's own id for the session."""
+        self._connection.execute(
+            sa.update(_sessions)
+            .where(_sessions.c.session_id == session_id)
+            .values(native_session_id=native_session_id)
         )
 
     def update_lifecycle(self, record: SessionRecord) -> bool:

@@ -22,8 +22,9 @@ class SessionService:
         checkpoint removes the stored one); a new `last_error` appends one `session_fault`."""
         record = revalidate(record, SessionRecord, "session record")
         with self._database.writing(f"save session {record.id!r}") as uow:
-            _, previous_error = uow.sessions.lock(record.id)
+            stored = uow.sessions.lock(record.id)
             uow.sessions.upsert(record)
+            previous_error = None if stored is None else stored.last_error
             record_fault_transition(
                 uow, record, previous_error, self._database.options.max_body_bytes
             )
@@ -34,12 +35,12 @@ class SessionService:
         (`SessionNotFound` otherwise); a new `last_error` appends one `session_fault`."""
         record = revalidate(record, SessionRecord, "session record")
         with self._database.writing(f"save lifecycle of session {record.id!r}") as uow:
-            exists, previous_error = uow.sessions.lock(record.id)
-            if not exists:
+            stored = uow.sessions.lock(record.id)
+            if stored is None:
                 raise SessionNotFound(f"session {record.id!r} does not exist")
             uow.sessions.update_lifecycle(record)
             record_fault_transition(
-                uow, record, previous_error, self._database.options.max_body_bytes
+                uow, record, stored.last_error, self._database.options.max_body_bytes
             )
             uow.commit()
 

@@ -1,0 +1,53 @@
+"""Checkpoint operations: at most one per session, owned by the command that began it."""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+
+from ..records import CheckpointOperation
+from ._tables import operations as _operations
+
+
+class CheckpointRepository:
+    """`checkpoint_operations` rows as `CheckpointOperation`s."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self._connection = connection
+
+    def get(self, session_id: str) -> CheckpointOperation | None:
+        """The session's open operation, or `None`; locked (PostgreSQL) until the transaction
+        ends."""
+        row = self._connection.execute(
+            sa.select(_operations.c.command_id, _operations.c.related_command_ids)
+            .where(_operations.c.session_id == session_id)
+            .with_for_update()
+        ).one_or_none()
+        if row is None:
+            return None
+        return CheckpointOperation(
+            session_id=session_id,
+            command_id=row.command_id,
+            related_command_ids=json.loads(row.related_command_ids),
+        )
+
+    def insert(self, session_id: str, command_id: str) -> None:
+        """Open an operation owned by `command_id`."""
+        self._connection.execute(
+            sa.insert(_operations).values(session_id=session_id, command_id=command_id)
+        )
+
+    def set_related(self, session_id: str, related_command_ids: list[str]) -> None:
+        """Replace the operation's related command ids."""
+        self._connection.execute(
+            sa.update(_operations)
+            .where(_operations.c.session_id == session_id)
+            .values(related_command_ids=json.dumps(related_command_ids))
+        )
+
+    def delete(self, session_id: str) -> None:
+        """Close the session's operation."""
+        self._connection.execute(
+            sa.delete(_operations).where(_operations.c.session_id == session_id)
+        )

@@ -1,0 +1,193 @@
+"""Checkpoint operations: one in flight per session, finished only by its owner, recovered after a
+controller restart. Finishing appends the terminal `command_ended` event in the same transaction
+as the session's new state and checkpoint metadata."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner, SessionNotFound
+from ..events import (
+    CommandEnded,
+    CommandOwner,
+    CommandResult,
+    CommandResultKind,
+    OutcomeReason,
+)
+from ..records import CheckpointOperation, SessionRecord, SessionState, revalidate
+from ..repositories import StoredLifecycle
+from ..unit_of_work import Database, UnitOfWork
+from ..validation import check_text, encode_json, require_id
+from ._common import now_ms, record_fault_transition
+
+BUSY_STATES = (SessionState.CHECKPOINTING, SessionState.CLOSING, SessionState.DESTROYING)
+
+
+class CheckpointService:
+    """`store.checkpoints`."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._max_bytes = database.options.max_body_bytes
+
+    def begin(self, record: SessionRecord, command_id: str) -> None:
+        """Open the session's checkpoint operation, owned by `command_id`, and save the record's
+        lifecycle fields. `LifecycleConflict` if the stored state is `checkpointing`, `closing`
+        or `destroying`, or an operation is already open; `SessionNotFound` if absent."""
+        record = revalidate(record, SessionRecord, "session record")
+        command_id = require_id(command_id, "command_id")
+        with self._database.writing(f"begin checkpoint of {record.id!r}") as uow:
+            stored = self._stored(uow, record.id)
+            if stored.state in BUSY_STATES or uow.checkpoints.get(record.id) is not None:
+                raise LifecycleConflict(
+                    f"session {record.id!r} is already in a lifecycle operation "
+                    f"(state {stored.state.value})"
+                )
+            uow.checkpoints.insert(record.id, command_id)
+            self._save_lifecycle(uow, record, stored)
+            uow.commit()
+
+    def correlate_barrier(self, session_id: str, operation_id: str, command_id: str) -> bool:
+        """Record that barrier `command_id` was sent on behalf of operation `operation_id` (call
+        it before submitting the barrier); whether that operation is the session's open one."""
+        session_id = require_id(session_id, "session_id")
+        operation_id = require_id(operation_id, "operation_id")
+        command_id = require_id(command_id, "command_id")
+        with self._database.writing(f"correlate barrier of {session_id!r}") as uow:
+            operation = uow.checkpoints.get(session_id)
+            if operation is None or operation.command_id != operation_id:
+                return False
+            if command_id not in operation.related_command_ids:
+                uow.checkpoints.set_related(
+                    session_id, [*operation.related_command_ids, command_id]
+                )
+            uow.commit()
+            return True
+
+    def save_requested(self, record: SessionRecord, command_id: str) -> None:
+        """Finish the owner's checkpoint as `succeeded`: save the lifecycle fields, the
+        `native_session_id` and the new checkpoint metadata, and append the terminal event, all
+        in one transaction. `NotOperationOwner` if `command_id` does not own the open
+        operation; `InvalidRecord` if the record has no checkpoint metadata."""
+        record = revalidate(record, SessionRecord, "session record")
+        command_id = require_id(command_id, "command_id")
+        if record.checkpoint is None:
+            raise InvalidRecord(
+                f"session {record.id!r}: successful checkpoint has no archive metadata"
+            )
+        with self._database.writing(f"save checkpoint of {record.id!r}") as uow:
+            operation = uow.checkpoints.get(record.id)
+            if operation is None or operation.command_id != command_id:
+                raise NotOperationOwner(
+                    f"checkpoint operation {command_id!r} no longer owns session {record.id!r}"
+                )
+            self._save_lifecycle(uow, record, self._stored(uow, record.id))
+            uow.sessions.set_native_session_id(record.id, record.native_session_id)
+            uow.sessions.replace_checkpoint(record.id, record.checkpoint)
+            self._finish(uow, operation, CommandResultKind.SUCCEEDED, None, None)
+            uow.commit()
+
+    def finish_failed(
+        self, record: SessionRecord, command_id: str, *, deferred: bool, message: str
+    ) -> bool:
+        """Finish the owner's checkpoint as `rejected`/`checkpoint_deferred` (`deferred`) or
+        `failed`/`checkpoint_failed`, saving the lifecycle fields and keeping the stored
+        checkpoint metadata. Not the owner, or already finished: `False`, nothing written."""
+        record = revalidate(record, SessionRecord, "session record")
+        command_id = require_id(command_id, "command_id")
+        if not isinstance(deferred, bool):
+            raise InvalidRecord(f"deferred must be a bool, got {type(deferred).__name__}")
+        if not isinstance(message, str):
+            raise InvalidRecord(f"message must be a string, got {type(message).__name__}")
+        outcome, reason = (
+            (CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED)
+            if deferred
+            else (CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED)
+        )
+        with self._database.writing(f"finish checkpoint of {record.id!r}") as uow:
+            operation = uow.checkpoints.get(record.id)
+            if operation is None or operation.command_id != command_id:
+                return False
+            self._save_lifecycle(uow, record, self._stored(uow, record.id))
+            self._finish(uow, operation, outcome, reason, message)
+            uow.commit()
+            return True
+
+    def recover_interrupted(self, now: datetime | str) -> int:
+        """At controller start: every session in `checkpointing` or with an open operation goes
+        back to `running` with `last_checkpoint_error` saying the checkpoint was interrupted at
+        `now`, keeps its previous checkpoint metadata, and its operation finishes as `cancelled`
+        (`controller_restarted`). Returns the sessions recovered; a second call returns 0."""
+        stamp = _timestamp(now)
+        note = f"checkpoint interrupted by controller restart at {stamp}"
+        with self._database.writing("recover interrupted checkpoints") as uow:
+            session_ids = uow.sessions.lock_interrupted_checkpoints()
+            for session_id in session_ids:
+                uow.sessions.mark_recovered(session_id, note)
+                operation = uow.checkpoints.get(session_id)
+                if operation is not None:
+                    self._finish(
+                        uow,
+                        operation,
+                        CommandResultKind.CANCELLED,
+                        OutcomeReason.CONTROLLER_RESTARTED,
+                        note,
+                    )
+            uow.commit()
+            return len(session_ids)
+
+    def get(self, session_id: str) -> CheckpointOperation | None:
+        """The session's open checkpoint operation, or `None`."""
+        session_id = require_id(session_id, "session_id")
+        with self._database.reading(f"get checkpoint of {session_id!r}") as uow:
+            return uow.checkpoints.get(session_id)
+
+    def _stored(self, uow: UnitOfWork, session_id: str) -> StoredLifecycle:
+        stored = uow.sessions.lock(session_id)
+        if stored is None:
+            raise SessionNotFound(f"session {session_id!r} does not exist")
+        return stored
+
+    def _save_lifecycle(
+        self, uow: UnitOfWork, record: SessionRecord, stored: StoredLifecycle
+    ) -> None:
+        uow.sessions.update_lifecycle(record)
+        record_fault_transition(uow, record, stored.last_error, self._max_bytes)
+
+    def _finish(
+        self,
+        uow: UnitOfWork,
+        operation: CheckpointOperation,
+        outcome: CommandResultKind,
+        reason: OutcomeReason | None,
+        message: str | None,
+    ) -> None:
+        # The terminal fact and the end of the operation commit together, so a finish is
+        # published exactly once: a second finish finds no operation.
+        ended = CommandEnded(
+            result=CommandResult(
+                owner=CommandOwner.DAEMON,
+                command_id=operation.command_id,
+                command_kind="checkpoint",
+                outcome=outcome,
+                reason=reason,
+                message=message,
+                related_command_ids=operation.related_command_ids,
+            )
+        )
+        body = encode_json(ended, "checkpoint result", self._max_bytes)
+        uow.events.append(operation.session_id, now_ms(), body)
+        uow.checkpoints.delete(operation.session_id)
+
+
+def _timestamp(now: datetime | str) -> str:
+    if isinstance(now, str):
+        try:
+            return check_text(now)
+        except ValueError as error:
+            raise InvalidRecord(f"now: {error}") from None
+    if not isinstance(now, datetime):
+        raise InvalidRecord(f"now must be a datetime or a string, got {type(now).__name__}")
+    if now.tzinfo is None:
+        raise InvalidRecord("now must be timezone-aware (a naive datetime has no offset)")
+    return now.astimezone(UTC).isoformat().replace("+00:00", "Z")
