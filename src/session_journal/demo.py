@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from .events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
-from .records import SessionRecord, SessionState
+from .records import CheckpointMetadata, SessionRecord, SessionState
 from .store import Store
 
 WORKSPACE = "demo-workspace"
@@ -64,6 +65,30 @@ def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
 
     say(f"{beta.id} fails to start")
     store.faults.record_startup_fault(beta.id, "image pull failed: registry unreachable")
+
+    say(f"{alpha.id} checkpoints: a barrier is correlated, then the archive is saved")
+    store.checkpoints.begin(
+        alpha.model_copy(update={"state": SessionState.CHECKPOINTING}), "checkpoint-1"
+    )
+    store.checkpoints.correlate_barrier(alpha.id, "checkpoint-1", "barrier-1")
+    archive = CheckpointMetadata(
+        archive_path="/var/lib/session-journal/demo-alpha/checkpoint-1.tar.zst",
+        sha256="3f" * 32,
+        created_at=datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        event_frontier=store.events.latest_seq(),
+    )
+    store.checkpoints.save_requested(
+        alpha.model_copy(update={"checkpoint": archive}), "checkpoint-1"
+    )
+
+    say(f"{alpha.id} asks for another checkpoint while a turn runs: it is deferred")
+    alpha = alpha.model_copy(update={"checkpoint": archive})
+    store.checkpoints.begin(
+        alpha.model_copy(update={"state": SessionState.CHECKPOINTING}), "checkpoint-2"
+    )
+    store.checkpoints.finish_failed(
+        alpha, "checkpoint-2", deferred=True, message="a turn is in progress; retry when idle"
+    )
 
     say(f"{alpha.id} fails a lifecycle step; saving the same error twice emits one fault")
     failed = alpha.model_copy(

@@ -101,9 +101,14 @@ def test_demo_prints_what_a_follower_sees(url: str, capsys: pytest.CaptureFixtur
         ("demo-beta", "activity_changed"),
         ("demo-alpha", "activity_changed"),
         ("demo-beta", "session_fault"),
+        ("demo-alpha", "command_ended"),
+        ("demo-alpha", "command_ended"),
         ("demo-alpha", "session_fault"),
     ]
-    assert [line["seq"] for line in feed] == [1, 2, 3, 4, 5, 6]
+    assert [line["seq"] for line in feed] == list(range(1, 9))
+    succeeded, deferred = (feed[5]["event"]["data"]["result"], feed[6]["event"]["data"]["result"])
+    assert (succeeded["outcome"], succeeded["related_command_ids"]) == ("succeeded", ["barrier-1"])
+    assert (deferred["outcome"], deferred["reason"]) == ("rejected", "checkpoint_deferred")
 
 
 def test_follow_through_the_console_script_until_interrupted(url: str) -> None:
