@@ -49,8 +49,9 @@ NOTICE = {
 
 
 def seed(url: str, bodies: dict[int, dict[str, Any]], frontier: int) -> None:
-    """Events with the given seqs and bodies, and the frontier, written with raw SQL at 0003."""
-    migrations.upgrade(url, BEFORE)
+    """Events with the given seqs and bodies, and the frontier, written with raw SQL in the
+    legacy era (0001_initial)."""
+    migrations.upgrade(url, "0001_initial")
     engine = sa.create_engine(url)
     with engine.begin() as connection:
         connection.execute(
