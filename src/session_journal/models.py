@@ -170,3 +170,29 @@ class CheckpointOperationRow(Base):
     created_at: Mapped[datetime] = mapped_column(
         sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
     )
+
+
+class MaterializedSessionRow(Base):
+    """`materialized_sessions`: the relay frontier of a session and its projection state."""
+
+    __tablename__ = "materialized_sessions"
+
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
+    )
+    applied_event_ordinal: Mapped[int] = mapped_column(sa.BigInteger)
+    applied_event_digest: Mapped[str] = mapped_column(sa.Text)
+    state: Mapped[str] = mapped_column(JsonText)
+
+
+class TranscriptItemRow(Base):
+    """`transcript_items`: a session's transcript, one row per item, by position."""
+
+    __tablename__ = "transcript_items"
+
+    session_id: Mapped[str] = mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
+    stable_id: Mapped[str] = mapped_column(sa.Text)
+    body: Mapped[str] = mapped_column(JsonText)

@@ -15,6 +15,7 @@ from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
 from .services.events import EventService
 from .services.faults import FaultService
+from .services.projection import ProjectionService
 from .services.sessions import SessionService
 from .unit_of_work import Database, UnitOfWork
 
@@ -31,6 +32,7 @@ class Store:
         self.activity = ActivityService(database)
         self.faults = FaultService(database)
         self.checkpoints = CheckpointService(database)
+        self.projection = ProjectionService(database)
 
     @classmethod
     def open(

@@ -15,6 +15,7 @@ from .repositories import (
     ActivityRepository,
     CheckpointRepository,
     EventRepository,
+    ProjectionRepository,
     SessionRepository,
 )
 
@@ -28,6 +29,7 @@ class UnitOfWork:
         self.events = EventRepository(connection)
         self.activity = ActivityRepository(connection)
         self.checkpoints = CheckpointRepository(connection)
+        self.projection = ProjectionRepository(connection)
 
     def commit(self) -> None:
         """Assign seqs to the appended events, then commit the transaction."""

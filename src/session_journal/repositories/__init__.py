@@ -3,12 +3,15 @@ work, speak domain types, and never begin, commit or close anything."""
 
 from .checkpoints import CheckpointRepository
 from .events import EventRepository
+from .projection import ProjectionRepository, StoredProjection
 from .sessions import ActivityRepository, SessionRepository, StoredLifecycle
 
 __all__ = [
     "ActivityRepository",
     "CheckpointRepository",
     "EventRepository",
+    "ProjectionRepository",
     "SessionRepository",
     "StoredLifecycle",
+    "StoredProjection",
 ]

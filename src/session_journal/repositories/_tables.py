@@ -16,6 +16,8 @@ events = Base.metadata.tables["api_events"]
 sequences = Base.metadata.tables["event_sequences"]
 activity = Base.metadata.tables["api_session_activity"]
 operations = Base.metadata.tables["checkpoint_operations"]
+materialized = Base.metadata.tables["materialized_sessions"]
+transcript = Base.metadata.tables["transcript_items"]
 
 
 def upsert(

@@ -1,0 +1,82 @@
+"""The relay stream of a session and its projection into materialized state and API events.
+
+Pure code: event and observation types, the digest, a chain builder and the projection rules.
+`store.projection` applies events to the database.
+"""
+
+from ..elicitation import Accept, Cancel, Decline, ElicitationRequest, ElicitationResponse
+from .chain import RelayChain
+from .events import (
+    RELAY_EVENT_FORMAT,
+    AckOutcome,
+    AgentMessage,
+    CommandCompleted,
+    CommandInterrupted,
+    CommandQueued,
+    CommandRejected,
+    CommandStarted,
+    ContentBlock,
+    ControlCommand,
+    ElicitationRequested,
+    ElicitationResolved,
+    PromptCommand,
+    PromptOutcome,
+    RelayCommand,
+    RelayCommandKind,
+    RelayCommandOutcome,
+    RelayEvent,
+    RelayObservation,
+    RuntimeFault,
+    relay_event_digest,
+)
+from .projection import Projector, turn_result_kind
+from .state import (
+    ActiveTurn,
+    AgentText,
+    ElicitationReply,
+    MaterializedSession,
+    System,
+    TranscriptBody,
+    TranscriptItem,
+    UserPrompt,
+)
+
+__all__ = [
+    "RELAY_EVENT_FORMAT",
+    "Accept",
+    "AckOutcome",
+    "ActiveTurn",
+    "AgentMessage",
+    "AgentText",
+    "Cancel",
+    "CommandCompleted",
+    "CommandInterrupted",
+    "CommandQueued",
+    "CommandRejected",
+    "CommandStarted",
+    "ContentBlock",
+    "ControlCommand",
+    "Decline",
+    "ElicitationReply",
+    "ElicitationRequest",
+    "ElicitationRequested",
+    "ElicitationResolved",
+    "ElicitationResponse",
+    "MaterializedSession",
+    "Projector",
+    "PromptCommand",
+    "PromptOutcome",
+    "RelayChain",
+    "RelayCommand",
+    "RelayCommandKind",
+    "RelayCommandOutcome",
+    "RelayEvent",
+    "RelayObservation",
+    "RuntimeFault",
+    "System",
+    "TranscriptBody",
+    "TranscriptItem",
+    "UserPrompt",
+    "relay_event_digest",
+    "turn_result_kind",
+]

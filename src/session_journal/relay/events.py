@@ -1,0 +1,194 @@
+"""Relay events: the hash-chained observations a session's runtime emits (pure, no I/O)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..elicitation import ElicitationRequest
+from ..events import OutcomeReason
+
+RELAY_EVENT_FORMAT = 1
+
+
+class RelayCommandKind(StrEnum):
+    """What a relay command does."""
+
+    PROMPT = "prompt"
+    BEGIN_CHECKPOINT = "begin_checkpoint"
+    COMPLETE_CHECKPOINT = "complete_checkpoint"
+    CANCEL = "cancel"
+
+
+class ContentBlock(BaseModel):
+    """An ACP content block: `{"type": "text", "text": ...}`; other block types are kept as
+    opaque JSON (their fields are preserved as extras)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+
+    @model_validator(mode="after")
+    def _text_blocks_have_text(self) -> ContentBlock:
+        if self.type == "text" and not isinstance(getattr(self, "text", None), str):
+            raise ValueError("a text block needs a string `text`")
+        return self
+
+
+class PromptCommand(BaseModel):
+    """A prompt for the agent: starts a turn."""
+
+    kind: Literal["prompt"] = "prompt"
+    prompt: list[ContentBlock]
+
+
+class ControlCommand(BaseModel):
+    """A control command (checkpoint barrier, cancel): never starts or ends a turn."""
+
+    kind: Literal["begin_checkpoint", "complete_checkpoint", "cancel"]
+
+
+RelayCommand = Annotated[PromptCommand | ControlCommand, Field(discriminator="kind")]
+"""A queued relay command."""
+
+
+class PromptOutcome(BaseModel):
+    """How a prompt ended, as the agent reported it."""
+
+    kind: Literal["prompt"] = "prompt"
+    stop_reason: str
+    usage: dict[str, Any] | None = None
+    diagnostic: str | None = None
+
+
+class AckOutcome(BaseModel):
+    """A control command was carried out."""
+
+    kind: Literal["ack"] = "ack"
+
+
+RelayCommandOutcome = Annotated[PromptOutcome | AckOutcome, Field(discriminator="kind")]
+"""The result of a completed relay command."""
+
+
+class CommandQueued(BaseModel):
+    """The relay accepted a command; its ordinal is the command's accepted ordinal."""
+
+    type: Literal["command_queued"] = "command_queued"
+    command_id: str
+    command: RelayCommand
+    created_at_ms: int
+
+
+class CommandStarted(BaseModel):
+    """The relay started a command."""
+
+    type: Literal["command_started"] = "command_started"
+    command_id: str
+    started_at_ms: int
+
+
+class CommandCompleted(BaseModel):
+    """A command finished with an outcome."""
+
+    type: Literal["command_completed"] = "command_completed"
+    command_id: str
+    command: RelayCommandKind | None = None
+    barrier_command_id: str | None = None
+    outcome: RelayCommandOutcome
+
+
+class CommandRejected(BaseModel):
+    """The relay refused a command."""
+
+    type: Literal["command_rejected"] = "command_rejected"
+    command_id: str
+    command: RelayCommandKind
+    reason: OutcomeReason | None = None
+    message: str
+
+
+class CommandInterrupted(BaseModel):
+    """A command stopped before finishing (runtime stopped, controller lost)."""
+
+    type: Literal["command_interrupted"] = "command_interrupted"
+    command_id: str
+    command: RelayCommandKind
+    reason: OutcomeReason | None = None
+    message: str
+
+
+class ElicitationRequested(BaseModel):
+    """The agent asks the user a question."""
+
+    type: Literal["elicitation_requested"] = "elicitation_requested"
+    request: ElicitationRequest
+
+
+class ElicitationResolved(BaseModel):
+    """The question was answered, declined or cancelled; `reply` is the transcript text."""
+
+    type: Literal["elicitation_resolved"] = "elicitation_resolved"
+    elicitation_id: str
+    action: Literal["accept", "decline", "cancel"]
+    reply: str | None = None
+
+
+class AgentMessage(BaseModel):
+    """Text from the agent."""
+
+    type: Literal["agent_message"] = "agent_message"
+    message_id: str
+    text: str
+
+
+class RuntimeFault(BaseModel):
+    """The session's runtime failed (`session_fault` is the earlier system's tag for it)."""
+
+    type: Literal["runtime_fault", "session_fault"] = "runtime_fault"
+    reason: OutcomeReason
+    message: str
+
+
+RelayObservation = Annotated[
+    CommandQueued
+    | CommandStarted
+    | CommandCompleted
+    | CommandRejected
+    | CommandInterrupted
+    | ElicitationRequested
+    | ElicitationResolved
+    | AgentMessage
+    | RuntimeFault,
+    Field(discriminator="type"),
+]
+"""Any relay observation, discriminated by its `type` tag."""
+
+
+class RelayEvent(BaseModel):
+    """One link of a session's relay chain. `digest` and `previous_digest` may be any string
+    here; `store.projection.apply` checks them."""
+
+    format: int = RELAY_EVENT_FORMAT
+    ordinal: Annotated[int, Field(ge=1)]
+    previous_digest: str
+    digest: str
+    recorded_at_ms: int
+    command_id: str | None = None
+    observation: RelayObservation
+
+
+def relay_event_digest(event: RelayEvent) -> str:
+    """Lowercase hex SHA-256 of the event's canonical JSON without its `digest` (sorted keys, no
+    whitespace, non-ASCII kept, every field included)."""
+    canonical = json.dumps(
+        event.model_dump(mode="json", exclude={"digest"}),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

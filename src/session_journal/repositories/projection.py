@@ -1,0 +1,84 @@
+"""Materialized sessions: the relay frontier with its projection state, and the transcript."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import sqlalchemy as sa
+from pydantic import TypeAdapter
+
+from ..relay.state import ProjectionState, TranscriptBody, TranscriptItem
+from ._tables import materialized as _materialized
+from ._tables import transcript as _transcript
+from ._tables import upsert as _upsert
+
+
+class StoredProjection(NamedTuple):
+    """A session's relay frontier and the state that applying the next event needs."""
+
+    ordinal: int
+    digest: str
+    state: ProjectionState
+
+
+class ProjectionRepository:
+    """`materialized_sessions` and `transcript_items`."""
+
+    def __init__(self, connection: sa.Connection) -> None:
+        self._connection = connection
+
+    def get(self, session_id: str) -> StoredProjection | None:
+        """The stored frontier and state, or `None` before the first relay event."""
+        row = self._connection.execute(
+            sa.select(
+                _materialized.c.applied_event_ordinal,
+                _materialized.c.applied_event_digest,
+                _materialized.c.state,
+            ).where(_materialized.c.session_id == session_id)
+        ).one_or_none()
+        if row is None:
+            return None
+        state = ProjectionState.model_validate_json(row.state)
+        return StoredProjection(row.applied_event_ordinal, row.applied_event_digest, state)
+
+    def put(self, session_id: str, stored: StoredProjection) -> None:
+        """Replace the frontier and state."""
+        _upsert(
+            self._connection,
+            _materialized,
+            {
+                "session_id": session_id,
+                "applied_event_ordinal": stored.ordinal,
+                "applied_event_digest": stored.digest,
+                "state": stored.state.model_dump_json(),
+            },
+        )
+
+    def add_items(self, session_id: str, items: list[TranscriptItem]) -> None:
+        """Append transcript items."""
+        if items:
+            rows = [
+                {
+                    "session_id": session_id,
+                    "position": item.position,
+                    "stable_id": item.stable_id,
+                    "body": item.body.model_dump_json(),
+                }
+                for item in items
+            ]
+            self._connection.execute(sa.insert(_transcript), rows)
+
+    def transcript(self, session_id: str) -> list[TranscriptItem]:
+        """The whole transcript, by position."""
+        rows = self._connection.execute(
+            sa.select(_transcript.c.position, _transcript.c.stable_id, _transcript.c.body)
+            .where(_transcript.c.session_id == session_id)
+            .order_by(_transcript.c.position)
+        )
+        return [
+            TranscriptItem(stable_id=stable_id, position=position, body=_BODY.validate_json(body))
+            for position, stable_id, body in rows
+        ]
+
+
+_BODY: TypeAdapter[TranscriptBody] = TypeAdapter(TranscriptBody)

@@ -1,0 +1,113 @@
+"""Applying a session's relay chain: chain checks, projection, all or nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import ChainBroken, InvalidRecord, SessionNotFound
+from ..records import revalidate
+from ..relay.events import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
+from ..relay.projection import Projector
+from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
+from ..repositories import StoredProjection
+from ..unit_of_work import Database
+from ..validation import encode_json, require_id
+
+
+class ProjectionService:
+    """`store.projection`."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def apply(self, session_id: str, events: Sequence[RelayEvent]) -> int:
+        """Apply relay events in order, in one transaction; returns how many were new.
+
+        An event at or below the applied frontier is skipped (at the frontier its digest must be
+        the stored one); the next ordinal must name the stored digest as its previous digest and
+        carry its own correct digest; a gap, a wrong digest or another format is `ChainBroken`.
+        Any error rolls the whole sequence back.
+        """
+        session_id = require_id(session_id, "session_id")
+        checked = _checked(events)
+        max_bytes = self._database.options.max_body_bytes
+        with self._database.writing(f"apply relay events of {session_id!r}") as uow:
+            if uow.sessions.lock(session_id) is None:
+                raise SessionNotFound(f"session {session_id!r} does not exist")
+            stored = uow.projection.get(session_id) or StoredProjection(0, "", ProjectionState())
+            ordinal, digest = stored.ordinal, stored.digest
+            projector = Projector(stored.state)
+            items: list[TranscriptItem] = []
+            for event, computed in checked:
+                if event.format != RELAY_EVENT_FORMAT:
+                    raise ChainBroken(
+                        f"session {session_id!r}, relay ordinal {event.ordinal}: "
+                        f"unknown format {event.format}"
+                    )
+                if event.ordinal <= ordinal:
+                    if event.ordinal == ordinal and event.digest != digest:
+                        raise ChainBroken(
+                            f"session {session_id!r}: ordinal {ordinal} was applied with digest "
+                            f"{digest[:16]}..., not {event.digest[:16]}..."
+                        )
+                    continue
+                _follows(session_id, event, computed, ordinal, digest)
+                api_events, new_items = projector.apply(event)
+                for body in api_events:
+                    encoded = encode_json(
+                        body, f"event of relay ordinal {event.ordinal}", max_bytes
+                    )
+                    uow.events.append(session_id, event.recorded_at_ms, encoded)
+                items.extend(new_items)
+                ordinal, digest = event.ordinal, event.digest
+            applied = ordinal - stored.ordinal
+            if applied:
+                uow.projection.put(session_id, StoredProjection(ordinal, digest, projector.state))
+                uow.projection.add_items(session_id, items)
+            uow.commit()
+            return applied
+
+    def load(self, session_id: str) -> MaterializedSession | None:
+        """The session's materialized state and transcript; `None` if the session does not
+        exist; ordinal 0 before its first relay event."""
+        session_id = require_id(session_id, "session_id")
+        with self._database.reading(f"load materialized session {session_id!r}") as uow:
+            if uow.sessions.get(session_id) is None:
+                return None
+            stored = uow.projection.get(session_id)
+            if stored is None:
+                return MaterializedSession(session_id=session_id)
+            state = stored.state
+            return MaterializedSession(
+                session_id=session_id,
+                applied_event_ordinal=stored.ordinal,
+                applied_event_digest=stored.digest,
+                active_turn=state.active_turn,
+                last_turn_outcome=state.last_turn_outcome,
+                pending_elicitations=[question.request for question in state.pending],
+                transcript=uow.projection.transcript(session_id),
+            )
+
+
+def _checked(events: Sequence[RelayEvent]) -> list[tuple[RelayEvent, str]]:
+    """Each event validated again, with its computed digest (before touching the database)."""
+    if isinstance(events, str | bytes) or not isinstance(events, Sequence):
+        raise InvalidRecord("events must be a sequence of RelayEvent")
+    checked = []
+    for index, event in enumerate(events):
+        event = revalidate(event, RelayEvent, f"events[{index}]")
+        try:
+            checked.append((event, relay_event_digest(event)))
+        except UnicodeEncodeError as error:
+            raise InvalidRecord(f"events[{index}] cannot be encoded: {error}") from None
+    return checked
+
+
+def _follows(session_id: str, event: RelayEvent, computed: str, ordinal: int, digest: str) -> None:
+    where = f"session {session_id!r}, relay ordinal {event.ordinal}"
+    if event.ordinal != ordinal + 1:
+        raise ChainBroken(f"{where}: gap after applied ordinal {ordinal}")
+    if event.previous_digest != digest:
+        raise ChainBroken(f"{where}: previous digest does not match the applied event")
+    if event.digest != computed:
+        raise ChainBroken(f"{where}: digest does not match the event")
