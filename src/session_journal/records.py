@@ -74,7 +74,9 @@ def revalidate(value: Any, model: type[Model], what: str) -> Model:
     if not isinstance(value, model):
         raise InvalidRecord(f"{what} must be a {model.__name__}, got {type(value).__name__}")
     try:
-        return model.model_validate(value.model_dump())
+        # A dump then a validation: validating an instance would return it unchecked. The dump
+        # may meet values that model_construct let in; validation reports them, not the dump.
+        return model.model_validate(value.model_dump(warnings=False))
     except ValidationError as error:
         ident = getattr(value, "id", None)
         named = f"{what} {ident!r}" if isinstance(ident, str) else what
