@@ -6,8 +6,22 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from .elicitation import Accept, ElicitationRequest
 from .events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
 from .records import CheckpointMetadata, SessionRecord, SessionState
+from .relay import (
+    AgentMessage,
+    CommandCompleted,
+    CommandQueued,
+    CommandStarted,
+    ContentBlock,
+    ElicitationRequested,
+    ElicitationResolved,
+    PromptCommand,
+    PromptOutcome,
+    RelayChain,
+    RelayObservation,
+)
 from .store import Store
 
 WORKSPACE = "demo-workspace"
@@ -28,6 +42,41 @@ def _activity(kind: ApiActivityKind, at_ms: int, label: str | None = None) -> Ap
         waiting_for_input=False,
         capacity_retry=False,
     )
+
+
+def _question_turn(store: Store, session_id: str) -> None:
+    materialized = store.projection.load(session_id)
+    assert materialized is not None
+    chain = RelayChain.after(materialized)  # a re-run continues the session's chain
+    prompt = f"prompt-{chain.ordinal + 1}"
+    question = ElicitationRequest.from_acp_params(
+        f"question-{chain.ordinal + 1}",
+        {
+            "mode": "form",
+            "sessionId": session_id,
+            "message": "Which directory?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"directory": {"type": "string"}},
+                "required": ["directory"],
+            },
+        },
+    )
+    text = ContentBlock(type="text", text="Fix the failing test")
+    now = time.time_ns() // 1_000_000
+    observations: list[RelayObservation] = [
+        CommandQueued(command_id=prompt, command=PromptCommand(prompt=[text]), created_at_ms=now),
+        CommandStarted(command_id=prompt, started_at_ms=now),
+        ElicitationRequested(request=question),
+        ElicitationResolved(
+            elicitation_id=question.id,
+            action="accept",
+            reply=question.reply_text(Accept(content={"directory": "src"})),
+        ),
+        AgentMessage(message_id=f"{prompt}-reply", text="Fixed the test in src/."),
+        CommandCompleted(command_id=prompt, outcome=PromptOutcome(stop_reason="end_turn")),
+    ]
+    store.projection.apply(session_id, chain.extend(observations))
 
 
 def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
@@ -65,6 +114,9 @@ def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
 
     say(f"{beta.id} fails to start")
     store.faults.record_startup_fault(beta.id, "image pull failed: registry unreachable")
+
+    say(f"{alpha.id} runs a turn: the agent asks which directory, the user answers, it completes")
+    _question_turn(store, alpha.id)
 
     say(f"{alpha.id} checkpoints: a barrier is correlated, then the archive is saved")
     store.checkpoints.begin(

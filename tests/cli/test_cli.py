@@ -101,12 +101,16 @@ def test_demo_prints_what_a_follower_sees(url: str, capsys: pytest.CaptureFixtur
         ("demo-beta", "activity_changed"),
         ("demo-alpha", "activity_changed"),
         ("demo-beta", "session_fault"),
+        ("demo-alpha", "turn_started"),
+        ("demo-alpha", "input_required"),
+        ("demo-alpha", "input_resolved"),
+        ("demo-alpha", "turn_ended"),
         ("demo-alpha", "command_ended"),
         ("demo-alpha", "command_ended"),
         ("demo-alpha", "session_fault"),
     ]
-    assert [line["seq"] for line in feed] == list(range(1, 9))
-    succeeded, deferred = (feed[5]["event"]["data"]["result"], feed[6]["event"]["data"]["result"])
+    assert [line["seq"] for line in feed] == list(range(1, 13))
+    succeeded, deferred = (feed[9]["event"]["data"]["result"], feed[10]["event"]["data"]["result"])
     assert (succeeded["outcome"], succeeded["related_command_ids"]) == ("succeeded", ["barrier-1"])
     assert (deferred["outcome"], deferred["reason"]) == ("rejected", "checkpoint_deferred")
 
