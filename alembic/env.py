@@ -64,9 +64,18 @@ def foreign_key_check(*, ctx: MigrationContext, **_: object) -> None:
 
 
 def run_offline() -> None:
-    context.configure(url=url, literal_binds=True, **options)
+    # The script runs every revision in one transaction. On SQLite a batch rebuild must run with
+    # foreign keys off (set before BEGIN) or dropping `sessions` would cascade into every child
+    # table; the script checks foreign keys before it commits.
+    context.configure(url=url, literal_binds=True, transactional_ddl=True, **options)
+    if is_sqlite:
+        context.execute("PRAGMA foreign_keys=OFF")
     with context.begin_transaction():
         context.run_migrations()
+        if is_sqlite:
+            context.execute("PRAGMA foreign_key_check")
+    if is_sqlite:
+        context.execute("PRAGMA foreign_keys=ON")
 
 
 @contextmanager

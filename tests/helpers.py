@@ -35,6 +35,26 @@ def append_raw(store: Store, session_id: str, body: str, count: int = 1) -> None
         uow.commit()
 
 
+def store_raw_body(store: Store, session_id: str, body: str) -> int:
+    """Store a body as it is (as an older or foreign writer might have), with raw SQL; its seq."""
+    with store.unit_of_work() as uow:
+        seq: int = uow.connection.execute(
+            sa.text(
+                "UPDATE event_sequences SET last_seq = last_seq + 1 "
+                "WHERE name = 'api_events' RETURNING last_seq"
+            )
+        ).scalar_one()
+        uow.connection.execute(
+            sa.text(
+                "INSERT INTO api_events (seq, session_id, recorded_at_ms, body) "
+                "VALUES (:seq, :session_id, 1, :body)"
+            ),
+            {"seq": seq, "session_id": session_id, "body": body},
+        )
+        uow.commit()
+    return seq
+
+
 def table_counts(url: str, tables: list[str]) -> dict[str, int]:
     """Row count of each table, read with plain SQL."""
     engine = sa.create_engine(url)

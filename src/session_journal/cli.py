@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 failure (one line on stderr, no traceback), 2 usage.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -76,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"session-journal: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        # The reader went away (`events | head`): stop quietly, and keep Python from
+        # complaining again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 

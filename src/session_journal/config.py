@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .errors import InvalidRecord
+
 URL_ENV = "SESSION_JOURNAL_DATABASE_URL"
 DEFAULT_URL = "sqlite:///session-journal.db"
 
@@ -16,7 +18,12 @@ def resolve_url(url: str | None = None) -> str:
 
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
-    return float(raw) if raw else default
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidRecord(f"{name} must be a number of seconds, got {raw!r}") from None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Engine
@@ -96,6 +97,8 @@ def translate_errors(action: str) -> Iterator[None]:
         yield
     except SessionJournalError:
         raise
-    except exc.SQLAlchemyError as error:
+    except (exc.SQLAlchemyError, sqlite3.Error, psycopg.Error) as error:
+        # Driver errors arrive bare from statements sent straight to the driver (BEGIN on
+        # SQLite, the page fetch): "database is locked" after the busy timeout, for one.
         detail = str(getattr(error, "orig", None) or error).splitlines()[0]
         raise StorageError(f"{action} failed: {detail}") from error

@@ -273,7 +273,7 @@ def decode_body(body: str) -> ApiEventData:
 def _notice(body: str, error: ValidationError) -> LegacyNotice:
     try:
         raw = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the interpreter's limit
         raw = None
     data = raw.get("data") if isinstance(raw, dict) else None
     tag = raw.get("type") if isinstance(raw, dict) else None

@@ -11,6 +11,7 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .db import create_engine, translate_errors
+from .errors import SessionJournalError
 from .repositories import (
     ActivityRepository,
     CheckpointRepository,
@@ -52,11 +53,23 @@ class Database:
         self.writer: Engine = create_engine(url, options, role="writer")
         self.reader: Engine = create_engine(url, options, role="reader")
         self._write_lock = threading.Lock()
+        self._writer_thread: int | None = None  # the thread inside `writing()`, if any
 
     @contextmanager
     def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
         """A write transaction; commits only if the block calls `uow.commit()`."""
-        with self._write_lock, translate_errors(action), self.writer.connect() as connection:
+        if self._writer_thread == threading.get_ident():
+            # A service called inside `store.unit_of_work()` would wait for its own lock.
+            raise SessionJournalError(
+                f"{action}: a write was started inside a unit of work of the same store; "
+                "use the unit of work's repositories instead"
+            )
+        with (
+            self._write_lock,
+            self._owned(),
+            translate_errors(action),
+            self.writer.connect() as connection,
+        ):
             uow = UnitOfWork(connection)
             try:
                 connection.begin()
@@ -64,6 +77,14 @@ class Database:
             finally:
                 if connection.in_transaction():
                     connection.rollback()
+
+    @contextmanager
+    def _owned(self) -> Iterator[None]:
+        self._writer_thread = threading.get_ident()
+        try:
+            yield
+        finally:
+            self._writer_thread = None
 
     @contextmanager
     def reading(self, action: str = "read") -> Iterator[UnitOfWork]:

@@ -82,10 +82,40 @@ def require_int(value: Any, what: str, *, minimum: int = 0) -> int:
     return value
 
 
+MAX_DEPTH = 64
+"""The deepest nesting of objects and arrays a stored JSON body may have."""
+
+
+def check_json_depth(text: str, what: str) -> str:
+    """`InvalidRecord` if the JSON text nests objects and arrays deeper than `MAX_DEPTH`
+    (bodies that deep could not be read back)."""
+    if text.count("{") + text.count("[") <= MAX_DEPTH:  # cannot be deeper: skip the scan
+        return text
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InvalidRecord(f"{what} nests deeper than {MAX_DEPTH} levels")
+        elif char in "}]":
+            depth -= 1
+    return text
+
+
 def encode_json(model: BaseModel, what: str, max_bytes: int) -> str:
     """The model's JSON text for a JSON column, or `InvalidRecord` naming `what`.
 
-    Refuses text that no database can store (lone surrogates) and bodies over `max_bytes`.
+    Refuses text that no database can store (lone surrogates), bodies over `max_bytes` and
+    nesting deeper than `MAX_DEPTH`.
     """
     try:
         text = model.model_dump_json()
@@ -94,4 +124,4 @@ def encode_json(model: BaseModel, what: str, max_bytes: int) -> str:
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise InvalidRecord(f"{what} is {size} bytes encoded, over the limit of {max_bytes}")
-    return text
+    return check_json_depth(text, what)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from session_journal import (
@@ -11,6 +13,7 @@ from session_journal import (
     ApiActivityState,
     ApiEventFilter,
     CheckpointMetadata,
+    InvalidRecord,
     LegacyNotice,
     OutcomeReason,
     SessionFault,
@@ -19,7 +22,7 @@ from session_journal import (
     Store,
 )
 from tests.factories import ActivityFactory, SessionFactory
-from tests.helpers import all_events, append_raw, bodies, startup_fault
+from tests.helpers import all_events, append_raw, bodies, startup_fault, store_raw_body
 
 LAUNCH_FAILURE = "worker bootstrap failed: Connection closed by host"
 
@@ -275,8 +278,8 @@ def test_any_unicode_and_nul_round_trip_inside_bodies(store: Store) -> None:
 def test_an_undecodable_stored_body_is_returned_as_a_legacy_notice(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     store.faults.record_startup_fault("session-1", "before")
-    append_raw(store, "session-1", '{"type":"mystery","data":{"command_id":"c-1"}}')
-    append_raw(store, "session-1", '{"type":"session_fault","data":{"message":"no reason"}}')
+    store_raw_body(store, "session-1", '{"type":"mystery","data":{"command_id":"c-1"}}')
+    store_raw_body(store, "session-1", '{"type":"session_fault","data":{"message":"no reason"}}')
     store.faults.record_startup_fault("session-1", "after")
 
     events = bodies(store)
@@ -287,3 +290,42 @@ def test_an_undecodable_stored_body_is_returned_as_a_legacy_notice(store: Store)
     assert (mystery.original_type, mystery.command_id) == ("mystery", "c-1")
     assert (broken.original_type, broken.command_id) == ("session_fault", None)
     assert "reason" in broken.message
+
+
+def test_a_deeply_nested_stored_body_does_not_stop_the_feed(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="session-1"))
+    deep = '{"type":"session_fault","data":{"x":' + "[" * 3000 + "]" * 3000 + "}}"
+    store_raw_body(store, "session-1", deep)
+    store.faults.record_startup_fault("session-1", "after")
+    events = bodies(store)
+    assert isinstance(events[0], LegacyNotice)
+    assert events[1] == startup_fault("after")
+
+
+def test_a_body_that_is_not_one_json_value_cannot_frame_other_events(tmp_path: Path) -> None:
+    # SQLite only: PostgreSQL's json type refuses such text when it is stored.
+    with Store.open(f"sqlite:///{tmp_path / 'journal.db'}", upgrade=True) as store:
+        store.sessions.save(SessionFactory(id="session-1"))
+        forged = (
+            '{"type":"session_fault","data":{"reason":"startup_failed","message":"m"}},'
+            '"session_id":"victim","recorded_at_ms":42'
+        )
+        store_raw_body(store, "session-1", forged)
+        [event] = all_events(store)
+    assert (event.session_id, event.recorded_at_ms) == ("session-1", 1)
+    assert isinstance(event.event, LegacyNotice)
+
+
+def test_the_unit_of_work_refuses_bodies_that_are_not_api_events(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="session-1"))
+    with store.unit_of_work() as uow:
+        for session_id, body, message in [
+            ("session-1", '{"type":"mystery","data":{}}', "not an API event body"),
+            ("session-1", "not json", "not an API event body"),
+            ("../x", startup_fault("m").model_dump_json(), "invalid id"),
+        ]:
+            with pytest.raises(InvalidRecord, match=message):
+                uow.events.append(session_id, 1, body)
+        with pytest.raises(InvalidRecord, match="recorded_at_ms"):
+            uow.events.append("session-1", -1, startup_fault("m").model_dump_json())
+    assert store.events.latest_seq() == 0

@@ -123,6 +123,15 @@ def test_event_migration_preserves_cursors_and_keeps_unknown_history_explicit(ur
         ]
         assert store.events.load(after_seq=8).next_after_seq == 10
 
+    upgraded = stored(url)
+    migrations.downgrade(url, BEFORE)
+    legacy_again = legacy_turn("end_turn")
+    legacy_again["data"]["turn"]["error"] = None  # the downgrade writes `error` explicitly
+    assert stored(url) == [(1, 1001, TURN_STARTED), (2, 1002, legacy_again), (8, 1008, ERROR)]
+    migrations.upgrade(url)
+    assert stored(url) == upgraded
+    assert last_seq(url) == 10
+
 
 CASES = [
     (legacy_turn("end_turn"), new_turn("completed", "end_turn")),
@@ -145,7 +154,7 @@ CASES = [
         },
     ),
     # Already new, or of another type: untouched.
-    (new_turn("interrupted", None), new_turn("interrupted", None)),
+    (new_turn("completed", "end_turn"), new_turn("completed", "end_turn")),
     (TURN_STARTED, TURN_STARTED),
     ({"type": "mystery", "data": {"x": [1, 2]}}, {"type": "mystery", "data": {"x": [1, 2]}}),
 ]
@@ -179,11 +188,6 @@ def test_every_legacy_shape_is_rewritten_and_round_trips(url: str) -> None:
     assert downgraded[-1] == CASES[-1][0]
 
     migrations.upgrade(url)
-    # Everything comes back, but for what the legacy shape cannot hold: a kind that the stop
-    # reason does not imply (the revision's docstring says so).
-    interrupted = CASES.index((new_turn("interrupted", None), new_turn("interrupted", None)))
-    seq, at, _ = upgraded[interrupted]
-    upgraded[interrupted] = (seq, at, new_turn("failed", None))
     assert stored(url) == upgraded
     assert table_counts(url, ["api_events", "sessions"]) == counts
     assert last_seq(url) == 100
@@ -203,6 +207,19 @@ def test_every_legacy_shape_is_rewritten_and_round_trips(url: str) -> None:
         "turn_started",
         "legacy_notice",  # the unknown type, shown rather than dropped
     ]
+
+
+def test_downgrade_loses_what_the_legacy_shape_cannot_hold(url: str) -> None:
+    # As the revision's docstring says: `outcome.reason`, and a kind the stop reason does not
+    # imply, do not survive a downgrade.
+    interrupted = new_turn("interrupted", None, "runtime stopped")
+    interrupted["data"]["turn"]["outcome"]["reason"] = "runtime_stopped"
+    seed(url, {1: interrupted}, frontier=1)
+    migrations.upgrade(url)
+    assert [body for _, _, body in stored(url)] == [interrupted]
+    migrations.downgrade(url, BEFORE)
+    migrations.upgrade(url)
+    assert [body for _, _, body in stored(url)] == [new_turn("failed", None, "runtime stopped")]
 
 
 def test_the_rewrite_is_idempotent(url: str) -> None:

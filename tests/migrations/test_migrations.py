@@ -14,8 +14,10 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from session_journal import MigrationFailed, SchemaOutOfDate, SessionState, Store, migrations
-from tests.factories import SessionFactory
+from session_journal.relay import RelayChain
+from tests.factories import ActivityFactory, SessionFactory
 from tests.helpers import table_counts
+from tests.relay_fixtures import turn
 
 TABLES = [
     "sessions",
@@ -157,13 +159,29 @@ def test_downgrade_and_upgrade_round_trip_with_data(url: str) -> None:
         assert store.events.latest_seq() == 2
 
 
-def test_base_head_base_head(url: str) -> None:
-    migrations.upgrade(url)
-    migrations.downgrade(url, "base")
+def populate_every_table(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s1", state=SessionState.RUNNING))
+    store.sessions.save(SessionFactory(id="s2", state=SessionState.STARTUP_CLEANUP))
+    store.activity.record([("s1", ActivityFactory())], 1)
+    store.faults.record_startup_fault("s2", "boom")
+    store.checkpoints.begin(SessionFactory(id="s1", state=SessionState.CHECKPOINTING), "op-1")
+    store.projection.apply("s1", RelayChain().extend(turn(), recorded_at_ms=1))
+
+
+def test_base_head_base_head_with_data_in_every_table(url: str) -> None:
+    with Store.open(url, upgrade=True) as store:
+        populate_every_table(store)
+    scripts = ScriptDirectory.from_config(migrations.alembic_config(url))
+    # Down one revision at a time, each with rows in its tables, then all the way back up.
+    for script in scripts.walk_revisions():
+        migrations.downgrade(url, script.down_revision or "base")  # type: ignore[arg-type]
+        assert migrations.status(sa.create_engine(url)).revision == script.down_revision
     assert table_counts(url, ["alembic_version"]) == {"alembic_version": 0}
     migrations.upgrade(url)
     with Store.open(url) as store:
         assert store.schema.revision == migrations.head()
+        populate_every_table(store)
+        assert store.events.latest_seq() == 4
 
 
 def test_alembic_check_finds_no_drift(url: str) -> None:

@@ -17,13 +17,19 @@ class CheckpointRepository:
         self._connection = connection
 
     def get(self, session_id: str) -> CheckpointOperation | None:
-        """The session's open operation, or `None`; locked (PostgreSQL) until the transaction
-        ends."""
-        row = self._connection.execute(
-            sa.select(_operations.c.command_id, _operations.c.related_command_ids)
-            .where(_operations.c.session_id == session_id)
-            .with_for_update()
-        ).one_or_none()
+        """The session's open operation, or `None` (a plain read)."""
+        return self._fetch(session_id, lock=False)
+
+    def lock(self, session_id: str) -> CheckpointOperation | None:
+        """Like `get`, locking the row (PostgreSQL) until the transaction ends. Writers lock the
+        session row first (`SessionRepository.lock`): one order for every writer, no deadlock."""
+        return self._fetch(session_id, lock=True)
+
+    def _fetch(self, session_id: str, *, lock: bool) -> CheckpointOperation | None:
+        query = sa.select(_operations.c.command_id, _operations.c.related_command_ids).where(
+            _operations.c.session_id == session_id
+        )
+        row = self._connection.execute(query.with_for_update() if lock else query).one_or_none()
         if row is None:
             return None
         return CheckpointOperation(

@@ -10,11 +10,13 @@ from functools import lru_cache
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..errors import StorageError
-from ..events import EVENT_LIST, ApiEvent, ApiEventFilter, decode_body
+from ..errors import InvalidRecord, StorageError
+from ..events import EVENT_DATA, EVENT_LIST, ApiEvent, ApiEventFilter, decode_body
+from ..validation import check_json_depth, describe, require_id, require_int
 from ._tables import contexts as _contexts
 from ._tables import events as _events
 from ._tables import sequences as _sequences
@@ -111,7 +113,17 @@ class EventRepository:
         self._pending: list[dict[str, Any]] = []
 
     def append(self, session_id: str, recorded_at_ms: int, body: str) -> None:
-        """Queue one event; `body` is its encoded JSON."""
+        """Queue one event; `body` is its encoded JSON, which must decode as an API event body
+        (`InvalidRecord` otherwise, like a bad id or time)."""
+        require_id(session_id, "session_id")
+        require_int(recorded_at_ms, "recorded_at_ms")
+        if not isinstance(body, str):
+            raise InvalidRecord(f"body must be JSON text, got {type(body).__name__}")
+        try:
+            EVENT_DATA.validate_json(body)
+        except ValidationError as error:
+            raise InvalidRecord(f"body is not an API event body: {describe(error)}") from None
+        check_json_depth(body, "body")
         self._pending.append(
             {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         )
@@ -241,7 +253,9 @@ def _decode_page(rows: Sequence[Any]) -> list[ApiEvent]:
     )
     try:
         events = EVENT_LIST.validate_json(text)
-        if [event.seq for event in events] == [row[0] for row in rows]:
+        # A body that is not one JSON value (SQLite does not check) could frame other events.
+        framed = [(event.seq, event.session_id, event.recorded_at_ms) for event in events]
+        if framed == [tuple(row[:3]) for row in rows]:
             return events
     except ValueError:
         pass

@@ -7,6 +7,7 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 from ..records import CheckpointMetadata, SessionRecord, SessionState
 from ._tables import activity as _activity
@@ -15,6 +16,8 @@ from ._tables import contexts as _contexts
 from ._tables import operations as _operations
 from ._tables import sessions as _sessions
 from ._tables import upsert as _upsert
+
+_CHUNK = 5_000
 
 
 class StoredLifecycle(NamedTuple):
@@ -79,15 +82,37 @@ class SessionRepository:
         """Which of the sessions exist, locking their rows (PostgreSQL) in id order.
 
         Every writer that touches several sessions locks them in the same order first, so two
-        transactions that update the same sessions' rows cannot deadlock.
+        transactions that update the same sessions' rows cannot deadlock. Ids go in chunks that
+        stay under the drivers' limits on bound parameters.
         """
-        query = (
-            sa.select(_sessions.c.session_id)
-            .where(_sessions.c.session_id.in_(sorted(set(session_ids))))
-            .order_by(_sessions.c.session_id)
-            .with_for_update()
+        ordered = sorted(set(session_ids))
+        existing: set[str] = set()
+        for start in range(0, len(ordered), _CHUNK):
+            query = (
+                sa.select(_sessions.c.session_id)
+                .where(_sessions.c.session_id.in_(ordered[start : start + _CHUNK]))
+                .order_by(_sessions.c.session_id)
+                .with_for_update()
+            )
+            existing.update(self._connection.execute(query).scalars())
+        return existing
+
+    def insert_if_absent(self, record: SessionRecord) -> bool:
+        """Insert the session row unless it exists; whether it was inserted. A concurrent
+        insert of the same id waits for this one, then finds the row (PostgreSQL)."""
+        values = _lifecycle(record) | {
+            "session_id": record.id,
+            "project_id": record.project_id,
+            "native_session_id": record.native_session_id,
+        }
+        dialect = postgresql if self._connection.dialect.name == "postgresql" else sqlite
+        statement = (
+            dialect.insert(_sessions)
+            .values(values)
+            .on_conflict_do_nothing()
+            .returning(_sessions.c.session_id)
         )
-        return set(self._connection.execute(query).scalars())
+        return self._connection.execute(statement).first() is not None
 
     def upsert(self, record: SessionRecord) -> None:
         """Insert or update the session, its context and its checkpoint metadata in place."""
@@ -151,14 +176,13 @@ class SessionRepository:
             .values(native_session_id=native_session_id)
         )
 
-    def update_lifecycle(self, record: SessionRecord) -> bool:
-        """Update `state`, `last_error` and `last_checkpoint_error`; whether the session existed."""
-        result = self._connection.execute(
+    def update_lifecycle(self, record: SessionRecord) -> None:
+        """Update `state`, `last_error` and `last_checkpoint_error`."""
+        self._connection.execute(
             sa.update(_sessions)
             .where(_sessions.c.session_id == record.id)
             .values(_lifecycle(record) | {"updated_at": sa.func.current_timestamp()})
         )
-        return result.rowcount > 0
 
     def delete(self, session_id: str) -> bool:
         """Delete the session and, by cascade, everything that belongs to it."""

@@ -38,7 +38,7 @@ class CheckpointService:
         command_id = require_id(command_id, "command_id")
         with self._database.writing(f"begin checkpoint of {record.id!r}") as uow:
             stored = self._stored(uow, record.id)
-            if stored.state in BUSY_STATES or uow.checkpoints.get(record.id) is not None:
+            if stored.state in BUSY_STATES or uow.checkpoints.lock(record.id) is not None:
                 raise LifecycleConflict(
                     f"session {record.id!r} is already in a lifecycle operation "
                     f"(state {stored.state.value})"
@@ -54,7 +54,8 @@ class CheckpointService:
         operation_id = require_id(operation_id, "operation_id")
         command_id = require_id(command_id, "command_id")
         with self._database.writing(f"correlate barrier of {session_id!r}") as uow:
-            operation = uow.checkpoints.get(session_id)
+            uow.sessions.lock(session_id)  # the session row first, as every writer does
+            operation = uow.checkpoints.lock(session_id)
             if operation is None or operation.command_id != operation_id:
                 return False
             if command_id not in operation.related_command_ids:
@@ -76,12 +77,13 @@ class CheckpointService:
                 f"session {record.id!r}: successful checkpoint has no archive metadata"
             )
         with self._database.writing(f"save checkpoint of {record.id!r}") as uow:
-            operation = uow.checkpoints.get(record.id)
+            stored = self._stored(uow, record.id)
+            operation = uow.checkpoints.lock(record.id)
             if operation is None or operation.command_id != command_id:
                 raise NotOperationOwner(
                     f"checkpoint operation {command_id!r} no longer owns session {record.id!r}"
                 )
-            self._save_lifecycle(uow, record, self._stored(uow, record.id))
+            self._save_lifecycle(uow, record, stored)
             uow.sessions.set_native_session_id(record.id, record.native_session_id)
             uow.sessions.replace_checkpoint(record.id, record.checkpoint)
             self._finish(uow, operation, CommandResultKind.SUCCEEDED, None, None)
@@ -105,10 +107,11 @@ class CheckpointService:
             else (CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED)
         )
         with self._database.writing(f"finish checkpoint of {record.id!r}") as uow:
-            operation = uow.checkpoints.get(record.id)
-            if operation is None or operation.command_id != command_id:
+            stored = uow.sessions.lock(record.id)
+            operation = uow.checkpoints.lock(record.id)
+            if stored is None or operation is None or operation.command_id != command_id:
                 return False
-            self._save_lifecycle(uow, record, self._stored(uow, record.id))
+            self._save_lifecycle(uow, record, stored)
             self._finish(uow, operation, outcome, reason, message)
             uow.commit()
             return True
@@ -124,7 +127,7 @@ class CheckpointService:
             session_ids = uow.sessions.lock_interrupted_checkpoints()
             for session_id in session_ids:
                 uow.sessions.mark_recovered(session_id, note)
-                operation = uow.checkpoints.get(session_id)
+                operation = uow.checkpoints.lock(session_id)
                 if operation is not None:
                     self._finish(
                         uow,

@@ -11,7 +11,7 @@ from ..relay.projection import Projector
 from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
 from ..repositories import StoredProjection
 from ..unit_of_work import Database
-from ..validation import encode_json, require_id
+from ..validation import check_json_depth, encode_json, require_id
 
 
 class ProjectionService:
@@ -96,6 +96,7 @@ def _checked(events: Sequence[RelayEvent]) -> list[tuple[RelayEvent, str]]:
     checked = []
     for index, event in enumerate(events):
         event = revalidate(event, RelayEvent, f"events[{index}]")
+        check_json_depth(event.model_dump_json(), f"events[{index}]")
         try:
             checked.append((event, relay_event_digest(event)))
         except UnicodeEncodeError as error:

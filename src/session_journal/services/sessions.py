@@ -22,7 +22,9 @@ class SessionService:
         checkpoint removes the stored one); a new `last_error` appends one `session_fault`."""
         record = revalidate(record, SessionRecord, "session record")
         with self._database.writing(f"save session {record.id!r}") as uow:
-            stored = uow.sessions.lock(record.id)
+            # Insert first: of two controllers saving the same new session, the second then
+            # waits for the first and compares with its error, so the fault is emitted once.
+            stored = None if uow.sessions.insert_if_absent(record) else uow.sessions.lock(record.id)
             uow.sessions.upsert(record)
             previous_error = None if stored is None else stored.last_error
             record_fault_transition(
