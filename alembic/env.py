@@ -46,8 +46,19 @@ url = (
     or resolve_url()
 )
 is_sqlite = sa.make_url(url).get_backend_name() == "sqlite"
+
+
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
+    """Hide the full-text machinery that only the migration knows: SQLite's FTS5 table and its
+    shadow tables, PostgreSQL's generated `tsv` column and its GIN index."""
+    if type_ == "table" and name is not None and name.startswith("project_events_fts"):
+        return False
+    return not (type_ == "column" and name == "tsv") and name != "ix_project_events_tsv"
+
+
 options = {
     "target_metadata": Base.metadata,
+    "include_name": include_name,
     "render_as_batch": is_sqlite,
     "transaction_per_migration": True,
     "compare_type": True,

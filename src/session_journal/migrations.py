@@ -22,7 +22,7 @@ from .config import StoreOptions
 from .db import create_engine, translate_errors
 from .errors import IncompatibleSchema, MigrationFailed, SchemaOutOfDate, SessionJournalError
 
-SCHEMA_LEVEL = 5
+SCHEMA_LEVEL = 6
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"

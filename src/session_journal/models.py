@@ -196,3 +196,26 @@ class TranscriptItemRow(Base):
     position: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
     stable_id: Mapped[str] = mapped_column(sa.Text)
     body: Mapped[str] = mapped_column(JsonText)
+
+
+class ProjectEventRow(Base):
+    """`project_events`: every persisted journal event, for full-text search. No foreign key:
+    journal sessions need not be rows of `sessions`. The full-text parts (an FTS5 table on
+    SQLite, a generated `tsv` column with a GIN index on PostgreSQL) live in the migration only
+    and are hidden from `alembic check`."""
+
+    __tablename__ = "project_events"
+    __table_args__ = (
+        sa.UniqueConstraint("session_id", "seq", name="uq_project_events_session_id_seq"),
+    )
+
+    # INTEGER PRIMARY KEY on SQLite: the rowid the FTS5 table refers to.
+    id: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(sa.Text)
+    seq: Mapped[int] = mapped_column(sa.BigInteger)
+    ts: Mapped[str] = mapped_column(sa.Text)
+    kind: Mapped[str] = mapped_column(sa.Text)
+    turn_id: Mapped[str | None] = mapped_column(sa.Text)
+    flow_run_id: Mapped[str | None] = mapped_column(sa.Text)
+    text_content: Mapped[str | None] = mapped_column(sa.Text)
+    payload_json: Mapped[str] = mapped_column(JsonText)

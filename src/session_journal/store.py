@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from . import migrations
 from .config import StoreOptions, resolve_url
+from .journal.index import ProjectIndex
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
@@ -33,6 +34,7 @@ class Store:
         self.faults = FaultService(database)
         self.checkpoints = CheckpointService(database)
         self.projection = ProjectionService(database)
+        self.index = ProjectIndex(database)
 
     @classmethod
     def open(

@@ -16,6 +16,7 @@ from .repositories import (
     ActivityRepository,
     CheckpointRepository,
     EventRepository,
+    ProjectEventRepository,
     ProjectionRepository,
     SessionRepository,
 )
@@ -31,6 +32,7 @@ class UnitOfWork:
         self.activity = ActivityRepository(connection)
         self.checkpoints = CheckpointRepository(connection)
         self.projection = ProjectionRepository(connection)
+        self.project_events = ProjectEventRepository(connection)
 
     def commit(self) -> None:
         """Assign seqs to the appended events, then commit the transaction."""

@@ -39,10 +39,10 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0005_relay_projection",
-        "schema_level: 5",
+        "revision: 0006_project_index",
+        "schema_level: 6",
         "minimum_compatible_level: 2",
-        "code_schema_level: 5",
+        "code_schema_level: 6",
         "verdict: up to date",
     ]
 

@@ -3,6 +3,7 @@ work, speak domain types, and never begin, commit or close anything."""
 
 from .checkpoints import CheckpointRepository
 from .events import EventRepository
+from .project_events import ProjectEventRepository
 from .projection import ProjectionRepository, StoredProjection
 from .sessions import ActivityRepository, SessionRepository, StoredLifecycle
 
@@ -10,6 +11,7 @@ __all__ = [
     "ActivityRepository",
     "CheckpointRepository",
     "EventRepository",
+    "ProjectEventRepository",
     "ProjectionRepository",
     "SessionRepository",
     "StoredLifecycle",

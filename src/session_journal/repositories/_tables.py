@@ -18,6 +18,7 @@ activity = Base.metadata.tables["api_session_activity"]
 operations = Base.metadata.tables["checkpoint_operations"]
 materialized = Base.metadata.tables["materialized_sessions"]
 transcript = Base.metadata.tables["transcript_items"]
+project_events = Base.metadata.tables["project_events"]
 
 
 def upsert(

@@ -1,0 +1,226 @@
+"""Redaction of secrets from journal envelopes before they are written or indexed.
+
+`Redactor.redact_json` applies three rules to a JSON-like value (dict, list, str, number, bool,
+None); dicts and lists are changed in place. Everything here is pure: no I/O, regexes built once.
+
+1. **Secret keys.** A dict value under a key that names a secret becomes ``"[REDACTED]"`` whole,
+   whatever its type. A key is first cut into lower-case words: camelCase is split
+   (``apiKey`` -> ``api key``) and every run of characters other than ``[a-z0-9]`` separates
+   words (``X-API-Key`` -> ``x api key``). The secret names are ``password``, ``passwd``,
+   ``secret``, ``token``, ``api_key``, ``apikey``, ``authorization``, ``cookie``,
+   ``private_key``, ``client_secret``, ``access_key``, the plurals of those (``passwords``,
+   ``cookies``, ...) except ``tokens``, and the redactor's ``extra_keys`` (cut the same way).
+   A key names a secret when its words
+
+   - equal a secret name (``Password``, ``API-KEY``, ``tokens`` is *not* ``token``), or
+   - end with one (``github_token``, ``x_api_key``, ``aws_secret_access_key``, ``Set-Cookie``), or
+   - start with one (``secret_key``, ``api_key_v2``),
+
+   except that a key with more words than the name is not a secret when one of the other words is
+   a metric word (``count``, ``max``, ``type``, ``expires``, ... see ``_METRIC_WORDS``):
+   ``token_count``, ``max_token`` and ``token_type`` stay. Only whole words count, and a name in
+   the middle of a key does not: ``max_tokens``, ``input_tokens``, ``tokens_used``,
+   ``prompt_token_count`` and ``secretary`` (LLM usage stats, prose) are not secrets.
+2. **Secret shapes in strings.** Inside every other string the whole secret is replaced by
+   ``[REDACTED]``: ``Bearer <token>`` (the word is kept: ``Bearer [REDACTED]``; the token needs
+   8+ characters with a digit, or 20+, so "Bearer authentication" is prose), ``sk-`` + 20 or
+   more of ``[A-Za-z0-9_-]``, GitHub tokens (``ghp_``/``gho_``/``ghu_``/``ghs_``/``ghr_`` + 20+
+   alphanumerics, ``github_pat_`` + 20+ of ``[A-Za-z0-9_]``), AWS access key ids (``AKIA``/``ASIA``
+   + 16 of ``[A-Z0-9]``), JWTs (three base64url segments, the first starting ``eyJ``), PEM
+   private key blocks (BEGIN through END; a block cut short is redacted to the end of the text),
+   the password of ``scheme://user:password@host`` (scheme, user and host are kept), and then
+   every match of the redactor's ``extra_patterns``.
+3. **JSON inside strings.** A string that starts with ``{`` or ``[`` (after whitespace) and parses
+   as JSON is redacted by rules 1-3 and re-encoded compactly, but only if something changed:
+   JSON text without secrets keeps its original formatting. JSON that does not parse (or is too
+   deep for the ``json`` module) gets rule 2 on its raw text.
+
+The top-level ``seq``, ``ts`` and ``type`` of the value passed (a journal envelope) are never
+changed. Dict keys themselves are not redacted.
+
+Nesting: lists and dicts are walked with an explicit stack, so any depth is handled without
+recursion (and a container seen twice, even through a cycle, is visited once). JSON embedded in
+strings recurses once per level of embedding, at most ``_MAX_EMBEDDED_DEPTH`` levels; deeper
+embedded JSON gets rule 2 only. `redact_json` does not raise on JSON-like input.
+
+With the built-in rules redaction is idempotent: redacting redacted output changes nothing. An
+extra pattern that matches ``[REDACTED]`` itself breaks that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+__all__ = ["REDACTED", "Redactor"]
+
+REDACTED: Final = "[REDACTED]"
+"""What a redacted value or secret becomes."""
+
+# fmt: off
+_SECRET_NAMES: Final = (
+    "password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "cookie",
+    "private_key", "client_secret", "access_key",
+)
+# "tokens" is left out on purpose: it is how LLM usage stats name a count.
+_PLURAL_NAMES: Final = tuple(f"{n}s" for n in _SECRET_NAMES if n not in ("token", "passwd"))
+_METRIC_WORDS: Final = frozenset({
+    "count", "counts", "limit", "limits", "max", "min", "num", "number", "total", "usage", "used",
+    "budget", "estimate", "length", "len", "size", "type", "expires", "expiry", "ttl",
+})
+# fmt: on
+_ENVELOPE_KEYS: Final = frozenset({"seq", "ts", "type"})
+_MAX_EMBEDDED_DEPTH: Final = 16
+
+_CAMEL_BOUNDARY: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NON_WORD: Final = re.compile(r"[^a-z0-9]+")
+_JSON_START: Final = re.compile(r"\s*[\[{]")
+
+_TOKEN_CHAR: Final = r"[A-Za-z0-9_.~+/=-]"
+# One alternation, so each string is scanned once; at a given position the earlier shape wins
+# (a JWT after "Bearer" goes with the Bearer rule, which keeps the word).
+_SHAPES: Final = re.compile(
+    "|".join(
+        (
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
+            # The password may itself hold an unescaped "@": the greedy run backtracks to the last.
+            r"(?P<userinfo>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:)[^\s/?#]+(?=@)",
+            rf"(?P<bearer>\b(?i:bearer))\s+(?:(?={_TOKEN_CHAR}*\d){_TOKEN_CHAR}{{8,}}"
+            rf"|{_TOKEN_CHAR}{{20,}})",
+            r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+",
+            r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}",
+            r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+            r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b",
+        )
+    )
+)
+
+
+def _words(key: str) -> tuple[str, ...]:
+    """The lower-case words of a key: ``"X-Api-Key"`` and ``"xApiKey"`` give x, api, key."""
+    spaced = _CAMEL_BOUNDARY.sub("_", key).lower()
+    return tuple(word for word in _NON_WORD.split(spaced) if word)
+
+
+def _replace_shape(match: re.Match[str]) -> str:
+    if (kept := match.group("userinfo")) is not None:
+        return kept + REDACTED
+    if (word := match.group("bearer")) is not None:
+        return f"{word} {REDACTED}"
+    return REDACTED
+
+
+class Redactor:
+    """Removes secrets from JSON-like values; the module docstring states the rules.
+
+    `extra_patterns` (strings or compiled patterns) are replaced whole inside strings;
+    `extra_keys` are secret names added to the built-in ones. A pattern that matches the empty
+    string is refused with `ValueError`, since it would redact between every character.
+    """
+
+    def __init__(
+        self,
+        extra_patterns: Iterable[str | re.Pattern[str]] = (),
+        extra_keys: Iterable[str] = (),
+    ) -> None:
+        patterns = tuple(re.compile(pattern) for pattern in extra_patterns)
+        for pattern in patterns:
+            if pattern.fullmatch("") is not None:
+                raise ValueError(f"redaction pattern {pattern.pattern!r} matches the empty string")
+        self._patterns: tuple[re.Pattern[str], ...] = patterns
+        names = {_words(name) for name in (*_SECRET_NAMES, *_PLURAL_NAMES, *extra_keys)}
+        names.discard(())
+        self._names: frozenset[tuple[str, ...]] = frozenset(names)
+        self._name_words: frozenset[str] = frozenset(word for name in names for word in name)
+
+    def is_secret_key(self, key: str) -> bool:
+        """Whether values under `key` are redacted whole (rule 1 of the module docstring)."""
+        words = _words(key)
+        if words in self._names:
+            return True
+        if self._name_words.isdisjoint(words):
+            return False
+        for name in self._names:
+            size = len(name)
+            if len(words) <= size:
+                continue
+            if words[:size] == name:
+                rest = words[size:]
+            elif words[-size:] == name:
+                rest = words[:-size]
+            else:
+                continue
+            if _METRIC_WORDS.isdisjoint(rest):
+                return True
+        return False
+
+    def redact_json(self, value: Any) -> Any:
+        """Redact `value` and return it: dicts and lists are changed in place and returned,
+        a string is returned redacted, other values unchanged. Top-level ``seq``, ``ts`` and
+        ``type`` of a dict are never touched."""
+        if isinstance(value, str):
+            return self._redact_text(value, 0)
+        if isinstance(value, dict | list):
+            self._redact_tree(value, 0, _ENVELOPE_KEYS)
+        return value
+
+    def redact_text(self, text: str) -> str:
+        """The redacted copy of one string (rules 2 and 3)."""
+        return self._redact_text(text, 0)
+
+    def _redact_tree(
+        self, root: dict[Any, Any] | list[Any], depth: int, protected: frozenset[str]
+    ) -> bool:
+        """Redact a container in place without recursion; True if anything changed."""
+        changed = False
+        stack: list[dict[Any, Any] | list[Any]] = [root]
+        seen: set[int] = set()
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            is_dict = isinstance(node, dict)
+            items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+            for key, child in items:
+                if node is root and key in protected:
+                    continue
+                if is_dict and isinstance(key, str) and self.is_secret_key(key):
+                    new: Any = REDACTED
+                elif isinstance(child, str):
+                    new = self._redact_text(child, depth)
+                else:
+                    if isinstance(child, dict | list):
+                        stack.append(child)
+                    continue
+                if not (isinstance(child, str) and new == child):
+                    node[key] = new
+                    changed = True
+        return changed
+
+    def _redact_text(self, text: str, depth: int) -> str:
+        if depth < _MAX_EMBEDDED_DEPTH and _JSON_START.match(text):
+            embedded = self._redact_embedded(text, depth)
+            if embedded is not None:
+                return embedded
+        redacted = _SHAPES.sub(_replace_shape, text)
+        for pattern in self._patterns:
+            redacted = pattern.sub(REDACTED, redacted)
+        return redacted
+
+    def _redact_embedded(self, text: str, depth: int) -> str | None:
+        """`text` redacted as JSON (itself if nothing changed), or None if it is not JSON."""
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(parsed, dict | list):
+            return None
+        if not self._redact_tree(parsed, depth + 1, frozenset()):
+            return text
+        try:
+            return json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
+        except (ValueError, RecursionError):
+            return None
