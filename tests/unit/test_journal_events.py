@@ -9,7 +9,7 @@ from typing import Any, get_args
 import pytest
 from pydantic import ValidationError
 
-from session_journal.journal.events import (
+from session_journal.journal import (
     JOURNAL_EVENT_ADAPTER,
     JOURNAL_EVENT_KINDS,
     AssistantMsg,
@@ -73,8 +73,10 @@ from session_journal.journal.events import (
     UserMsg,
     WatchWarn,
     WorkspaceLifecycle,
+    event_kind,
+    extract_anchors,
+    extract_text_content,
 )
-from session_journal.journal.extract import event_kind, extract_anchors, extract_text_content
 
 TURN = "turn-1"
 RUN = "run-1"

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from ..errors import InvalidRecord, SessionJournalError
 from ..unit_of_work import Database
 from ..validation import optional_id, require_id
-from .events import JournalEnvelope
+from .envelope import JournalEnvelope
 from .extract import event_kind, extract_anchors, extract_text_content
 from .stats import EVENTS_FILE
 

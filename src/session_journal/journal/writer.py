@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from ..errors import SessionJournalError
 from ..validation import require_id
-from .events import JournalEnvelope
+from .envelope import JournalEnvelope
 from .extract import event_kind
 from .index import IndexFeeder, IndexRow, ProjectIndex, index_row
 from .redaction import Redactor
