@@ -6,6 +6,8 @@ Exit codes: 0 ok, 1 failure (one line on stderr, no traceback), 2 usage.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import signal
 import sys
@@ -18,6 +20,8 @@ from .db import create_engine
 from .demo import run_demo
 from .errors import SessionJournalError
 from .events import ApiEventFilter
+from .journal.stats import SessionStats
+from .journal.verify import verify
 from .store import Store
 
 
@@ -60,6 +64,19 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser("demo", help="run a short scenario and print what a follower sees")
+
+    journal = commands.add_parser("journal", help="session event files").add_subparsers(
+        dest="journal_command", required=True
+    )
+    verify = journal.add_parser("verify", help="report torn or undecodable lines (exit 1 if any)")
+    verify.add_argument("path", help="a session directory or its events.jsonl")
+    stats = journal.add_parser("stats", help="print the session's stats (rebuilt if stale)")
+    stats.add_argument("path", help="a session directory")
+
+    search = commands.add_parser("search", help="full-text search of indexed journal events")
+    search.add_argument("query")
+    search.add_argument("--session", help="only this session")
+    search.add_argument("--limit", type=int, default=20, help="at most N hits (default 20)")
     return parser
 
 
@@ -72,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _db(url, args.db_command, getattr(args, "revision", "head"))
         if args.command == "events":
             return _events(url, args)
+        if args.command == "journal":
+            return _journal(args.journal_command, args.path)
+        if args.command == "search":
+            return _search(url, args)
         return _demo(url)
     except SessionJournalError as error:
         print(f"session-journal: {error}", file=sys.stderr)
@@ -134,6 +155,27 @@ def _events(url: str, args: argparse.Namespace) -> int:
                 if not args.follow:
                     break
                 stop.wait(args.interval)
+    return 0
+
+
+def _journal(command: str, path: str) -> int:
+    try:
+        if command == "stats":
+            print(SessionStats.load_or_rebuild(path).model_dump_json())
+            return 0
+        lines, problems = verify(path)
+    except OSError as error:
+        raise SessionJournalError(f"cannot read {path}: {error.strerror or error}") from error
+    for problem in problems:
+        print(f"offset {problem.offset}: {problem.reason} ({problem.length} bytes)")
+    print(f"{lines} lines, {len(problems)} bad")
+    return 1 if problems else 0
+
+
+def _search(url: str, args: argparse.Namespace) -> int:
+    with Store.open(url) as store:
+        for hit in store.index.search(args.query, session_id=args.session, limit=args.limit):
+            print(json.dumps(dataclasses.asdict(hit), ensure_ascii=False))
     return 0
 
 

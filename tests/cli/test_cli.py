@@ -9,12 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from session_journal import Store, migrations
 from session_journal.cli import main
+from session_journal.journal import JournalWriter
 from tests.factories import SessionFactory
+from tests.journal_fixtures import flow_start, user_msg
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -138,3 +141,54 @@ def test_follow_through_the_console_script_until_interrupted(url: str) -> None:
     assert err == ""
     event = json.loads(line)
     assert (event["seq"], event["event"]["data"]["message"]) == (2, "while following")
+
+
+def test_journal_verify_stats_and_search(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "session-1"
+    with (
+        Store.open(url, upgrade=True) as store,
+        JournalWriter(directory, index=store.index, session_id="session-1") as writer,
+    ):
+        writer.send(flow_start(1))
+        writer.send(user_msg(2, "the deploy failed on staging"))
+    assert run(capsys, "journal", "verify", str(directory))[:2] == (0, "2 lines, 0 bad\n")
+    code, out, _ = run(capsys, "journal", "stats", str(directory))
+    assert code == 0
+    assert json.loads(out) == {
+        "event_count": 2,
+        "message_count": 1,
+        "user_message_count": 1,
+        "event_bytes": (directory / "events.jsonl").stat().st_size,
+        "last_seq": 2,
+    }
+    code, out, _ = run(capsys, "--url", url, "search", "deploy staging", "--session", "session-1")
+    [hit] = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and (hit["session_id"], hit["seq"], hit["kind"]) == (
+        "session-1",
+        2,
+        "user_msg",
+    )
+
+    with (directory / "events.jsonl").open("ab") as events:
+        events.write(b"not json\n" + b'{"seq":3,"ts"')
+    code, out, _ = run(capsys, "journal", "verify", str(directory / "events.jsonl"))
+    assert code == 1
+    report = out.splitlines()
+    size = (directory / "events.jsonl").stat().st_size
+    assert report[0].startswith(f"offset {size - 13 - 9}: undecodable")
+    assert report[1] == f"offset {size - 13}: torn: no newline at the end (13 bytes)"
+    assert report[2] == "4 lines, 2 bad"
+    code, _, err = run(capsys, "journal", "verify", str(tmp_path / "missing"))
+    assert code == 1 and err.startswith("session-journal: cannot read")
+
+
+def test_bad_settings_are_one_line_errors(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SESSION_JOURNAL_BUSY_TIMEOUT_S", "sixty")
+    code, _, err = run(capsys, "--url", url, "db", "check")
+    assert code == 1
+    expected = "SESSION_JOURNAL_BUSY_TIMEOUT_S must be a number of seconds, got 'sixty'"
+    assert err == f"session-journal: {expected}\n"
