@@ -36,6 +36,7 @@ bench: $(STAMP) ## throughput against the bare drivers, on SQLite and PostgreSQL
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/legacy_migration.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/projection.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/journal.py $(BENCH_ARGS)
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

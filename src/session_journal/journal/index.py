@@ -144,25 +144,28 @@ def _rows_of(events: Path, session_id: str) -> list[IndexRow]:
 
 
 class IndexFeeder:
-    """Inserts a writer's rows on a thread of its own, so the index never delays the file.
+    """Indexes a writer's persisted lines on a thread of its own, so the index never delays
+    the file: it builds the rows from the (redacted) lines and inserts them in batches (what
+    arrives within `_GATHER` seconds, at most 500 rows), one transaction per batch.
 
     Failures are logged, at most once a minute with a count, and never raised.
     """
 
-    def __init__(self, index: ProjectIndex) -> None:
+    def __init__(self, index: ProjectIndex, session_id: str) -> None:
         self._index = index
-        self._queue: queue.SimpleQueue[IndexRow | threading.Event | None] = queue.SimpleQueue()
+        self._session_id = session_id
+        self._queue: queue.SimpleQueue[bytes | threading.Event | None] = queue.SimpleQueue()
         self._failures = 0
         self._last_report = 0.0
         self._thread = threading.Thread(target=self._run, name="journal-index", daemon=True)
         self._thread.start()
 
-    def put(self, row: IndexRow) -> None:
-        """Queue a persisted event's row."""
-        self._queue.put(row)
+    def put(self, line: bytes) -> None:
+        """Queue a persisted line."""
+        self._queue.put(line)
 
     def wait(self) -> None:
-        """Return once every row queued before has had its insert attempted."""
+        """Return once every line queued before has had its insert attempted."""
         reached = threading.Event()
         self._queue.put(reached)
         reached.wait()
@@ -176,23 +179,32 @@ class IndexFeeder:
         while True:
             batch: list[IndexRow] = []
             item = self._queue.get()
-            while True:
-                if item is None or isinstance(item, threading.Event):
-                    self._insert(batch)
-                    batch = []
-                    if item is None:
-                        return
-                    item.set()
-                else:
-                    batch.append(item)
-                    if len(batch) >= 500:
-                        self._insert(batch)
-                        batch = []
+            deadline = time.monotonic() + _GATHER
+            while isinstance(item, bytes):
+                row = self._row(item)
+                if row is not None:
+                    batch.append(row)
+                if len(batch) >= 500:
+                    break
                 try:
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
+                    item = b""
                     break
             self._insert(batch)
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+
+    def _row(self, line: bytes) -> IndexRow | None:
+        text = line.decode("utf-8").rstrip("\n")
+        try:
+            envelope = JournalEnvelope.model_validate_json(text)
+        except ValidationError as error:
+            log.debug("not indexing a line of %s: %s", self._session_id, error)
+            return None
+        return index_row(self._session_id, envelope, text)
 
     def _insert(self, batch: list[IndexRow]) -> None:
         if not batch:
@@ -209,3 +221,6 @@ class IndexFeeder:
                     error,
                 )
                 self._last_report, self._failures = now, 0
+
+
+_GATHER = 0.05  # seconds the index thread gathers rows before a transaction

@@ -14,24 +14,23 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ..errors import SessionJournalError
 from ..validation import require_id
-from .envelope import JournalEnvelope
 from .extract import event_kind
-from .index import IndexFeeder, IndexRow, ProjectIndex, index_row
+from .index import IndexFeeder, ProjectIndex
 from .redaction import Redactor
 from .stats import EVENTS_FILE, SessionStats
 
 log = logging.getLogger("session_journal.journal")
 
 TORN_FILE = EVENTS_FILE + ".torn"
+_STATS_INTERVAL = 0.5  # seconds between stats.json updates while events stream in
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class _Line:
     data: bytes
     kind: str
     seq: int | None
-    index_row: IndexRow | None
+    indexable: bool  # a real envelope (not an encode_error line)
 
 
 @dataclass
@@ -100,12 +99,14 @@ class JournalWriter:
         self._offset = _repair_torn_tail(self._fd, self.events_path)
         os.lseek(self._fd, self._offset, os.SEEK_SET)
         self._stats = SessionStats.load_or_rebuild(self.session_dir)
+        self._stats_dirty = False
+        self._stats_saved = time.monotonic()
         self._buffer: deque[_Line] = deque()
         self._dropped = 0
         self._last_error: str | None = None
         self._status_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._feeder = IndexFeeder(index) if index is not None else None
+        self._feeder = IndexFeeder(index, session_id) if index is not None and session_id else None
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._thread.start()
@@ -159,10 +160,13 @@ class JournalWriter:
     def _run(self) -> None:
         while True:
             timeout = self._recovery_interval if self._buffer else None
+            if self._stats_dirty:
+                timeout = min(timeout or _STATS_INTERVAL, _STATS_INTERVAL)
             try:
                 item = self._queue.get(timeout=timeout)
             except queue.Empty:
                 self._retry()
+                self._save_stats()
                 continue
             if isinstance(item, _Barrier):
                 self._retry()
@@ -176,7 +180,7 @@ class JournalWriter:
                 return
             else:
                 self._handle(self._serialize(item))
-                if self._queue.empty():
+                if time.monotonic() - self._stats_saved >= _STATS_INTERVAL:
                     self._save_stats()
 
     def _handle(self, line: _Line) -> None:
@@ -195,8 +199,9 @@ class JournalWriter:
             return False
         self._offset += len(line.data)
         self._stats.count(line.kind, line.seq, len(line.data))
-        if self._feeder is not None and line.index_row is not None:
-            self._feeder.put(line.index_row)
+        self._stats_dirty = True
+        if self._feeder is not None and line.indexable:
+            self._feeder.put(line.data)
         return True
 
     def _fail(self, error: OSError) -> None:
@@ -235,8 +240,14 @@ class JournalWriter:
         log.warning("writes to %s recovered", self.events_path)
 
     def _save_stats(self) -> None:
+        # At most every _STATS_INTERVAL while events stream in, and whenever the writer idles,
+        # flushes or closes: a stale stats.json is noticed (by size) and rebuilt on load.
+        if not self._stats_dirty:
+            return
+        self._stats_saved = time.monotonic()
         try:
             self._stats.save(self.session_dir)
+            self._stats_dirty = False
         except OSError as error:
             log.debug("cannot save stats of %s: %s", self.session_dir, error)
 
@@ -283,19 +294,8 @@ class JournalWriter:
                 "error": f"{type(error).__name__}: {error}",
             }
             data = (json.dumps(fallback) + "\n").encode("utf-8")
-            return _Line(data, "encode_error", number, None)
-        return _Line(data, kind, seq, self._index_row(value, text))
-
-    def _index_row(self, value: dict[str, Any], text: str) -> IndexRow | None:
-        # Indexed from the redacted line, so no secret reaches the index either.
-        if self._session_id is None:
-            return None
-        try:
-            redacted = JournalEnvelope.model_validate(value)
-        except ValidationError as error:
-            log.debug("not indexing seq %s: %s", value.get("seq"), error)
-            return None
-        return index_row(self._session_id, redacted, text)
+            return _Line(data, "encode_error", number, False)
+        return _Line(data, kind, seq, True)
 
 
 def _repair_torn_tail(fd: int, path: Path) -> int:
