@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SessionJournalError
+from ..errors import InvalidRecord, SessionJournalError
 from ..validation import require_id
 from .extract import event_kind
 from .index import IndexFeeder, ProjectIndex
@@ -86,6 +86,8 @@ class JournalWriter:
     ) -> None:
         if session_id is not None:
             require_id(session_id, "session_id")
+        if isinstance(max_buffered, bool) or not isinstance(max_buffered, int) or max_buffered < 1:
+            raise InvalidRecord(f"max_buffered must be a positive integer, got {max_buffered!r}")
         if index is not None and session_id is None:
             raise SessionJournalError("a writer with an index needs the session_id to index")
         self.session_dir = Path(session_dir)
@@ -101,6 +103,7 @@ class JournalWriter:
         self._stats = SessionStats.load_or_rebuild(self.session_dir)
         self._stats_dirty = False
         self._stats_saved = time.monotonic()
+        self._next_retry = 0.0
         self._buffer: deque[_Line] = deque()
         self._dropped = 0
         self._last_error: str | None = None
@@ -159,29 +162,43 @@ class JournalWriter:
 
     def _run(self) -> None:
         while True:
-            timeout = self._recovery_interval if self._buffer else None
-            if self._stats_dirty:
-                timeout = min(timeout or _STATS_INTERVAL, _STATS_INTERVAL)
             try:
-                item = self._queue.get(timeout=timeout)
+                item = self._queue.get(timeout=self._idle_timeout())
             except queue.Empty:
-                self._retry()
-                self._save_stats()
-                continue
-            if isinstance(item, _Barrier):
-                self._retry()
-                self._save_stats()
-                if self._feeder is not None:
-                    self._feeder.wait()
-                item.result = FlushResult(persisted=not self._buffer, status=self.status)
-                item.done.set()
-            elif item is _CLOSE:
+                item = None
+            if item is _CLOSE:
                 self._finish()
                 return
-            else:
-                self._handle(self._serialize(item))
-                if time.monotonic() - self._stats_saved >= _STATS_INTERVAL:
+            try:
+                if isinstance(item, _Barrier):
+                    self._retry()
                     self._save_stats()
+                    if self._feeder is not None:
+                        self._feeder.wait()
+                elif item is not None:
+                    self._handle(self._serialize(item))
+                self._housekeeping()
+            except Exception:  # a bug must not leave flush() and close() waiting forever
+                log.exception("journal writer of %s: unexpected error", self.events_path)
+            if isinstance(item, _Barrier):
+                item.result = FlushResult(persisted=not self._buffer, status=self.status)
+                item.done.set()
+
+    def _idle_timeout(self) -> float | None:
+        deadlines = []
+        if self._buffer:
+            deadlines.append(self._next_retry)
+        if self._stats_dirty:
+            deadlines.append(self._stats_saved + _STATS_INTERVAL)
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _housekeeping(self) -> None:
+        # Runs after every event too, so a steady stream does not hold off the retries.
+        now = time.monotonic()
+        if self._buffer and now >= self._next_retry:
+            self._retry()
+        if now - self._stats_saved >= _STATS_INTERVAL:
+            self._save_stats()
 
     def _handle(self, line: _Line) -> None:
         if self._buffer or not self._write(line):  # degraded: keep the order, retry later
@@ -212,12 +229,15 @@ class JournalWriter:
             self._last_error = f"{error.strerror or error} (errno {error.errno})"
         try:
             os.ftruncate(self._fd, self._offset)
-            os.lseek(self._fd, self._offset, os.SEEK_SET)
         except OSError as truncate_error:
             log.error(
                 "cannot truncate %s back to %d: %s", self.events_path, self._offset, truncate_error
             )
+        # Even if the truncate failed, the next write goes to the last durable offset, over
+        # the half-written bytes, never after them.
+        os.lseek(self._fd, self._offset, os.SEEK_SET)
         if first:
+            self._next_retry = time.monotonic() + self._recovery_interval
             log.warning(
                 "writes to %s failed, buffering events: %s", self.events_path, self._last_error
             )
@@ -232,6 +252,7 @@ class JournalWriter:
     def _retry(self) -> None:
         if not self._buffer:
             return
+        self._next_retry = time.monotonic() + self._recovery_interval
         while self._buffer:
             if not self._write(self._buffer[0]):
                 return
