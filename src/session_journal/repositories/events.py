@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..errors import InvalidRecord, StorageError
+from ..errors import InvalidRecord
 from ..events import EVENT_DATA, EVENT_LIST, ApiEvent, ApiEventFilter, decode_body
 from ..validation import check_json_depth, describe, require_id, require_int
 from ._tables import contexts as _contexts
@@ -157,15 +157,14 @@ class EventRepository:
         self.flush()
         params = {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         if self._connection.dialect.name == "postgresql":
-            if self._connection.execute(_SESSION_EXISTS, params).first() is None:
+            if _driver(self._connection, _SESSION_EXISTS, params).fetchone() is None:
                 return False
-            self.append(session_id, recorded_at_ms, body)
-            self.flush()
+            _driver(self._connection, _APPEND_ONE, params)
             return True
-        seq = self._connection.execute(_TAKE_SEQ_IF_SESSION, params).scalar_one_or_none()
-        if seq is None:
+        taken = _driver(self._connection, _TAKE_SEQ_IF_SESSION, params).fetchone()
+        if taken is None:
             return False
-        self._connection.execute(_INSERT_EVENT, params | {"seq": seq})
+        _driver(self._connection, _INSERT_EVENT, params | {"seq": taken[0]})
         return True
 
     def latest_seq(self) -> int:
@@ -184,35 +183,32 @@ class EventRepository:
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
         with _collector_paused():
-            return _decode_page(_fetch(self._connection, query, params))
+            return _decode_page(_driver(self._connection, query, params).fetchall())
 
 
 _quote = lru_cache(maxsize=4096)(json.dumps)
 
 
-def _fetch(connection: sa.Connection, query: sa.Select[Any], params: dict[str, Any]) -> list[Any]:
-    """Run `query` on the driver's own cursor and return its plain tuples.
-
-    Pages are the hot read path: SQLAlchemy's Row objects cost about as much as decoding the
-    bodies, and the statements need no result processing (the body is selected as text).
-    """
-    compiled = _compiled(connection.dialect, query)
+def _driver(connection: sa.Connection, statement: sa.Executable, params: dict[str, Any]) -> Any:
+    """Run a statement of a hot path on the driver's own cursor (in the connection's current
+    transaction) and return the cursor. For pages, SQLAlchemy's Row objects cost about as much
+    as decoding the bodies; for a single append, its per-statement machinery costs about as much
+    as the statements. These statements need no bind or result processing (bodies travel as
+    text)."""
+    compiled = _compiled(connection.dialect, statement)
     values = compiled.construct_params(params)
     positions = compiled.positiontup
     arguments: Any = values if positions is None else [values[key] for key in positions]
     driver = connection.connection.driver_connection
     assert driver is not None
-    try:
-        cursor = driver.cursor()
-        cursor.execute(compiled.string, arguments)
-        return cursor.fetchall()  # type: ignore[no-any-return]
-    except connection.dialect.loaded_dbapi.Error as error:
-        raise StorageError(f"load events failed: {error}".splitlines()[0]) from error
+    cursor = driver.cursor()
+    cursor.execute(compiled.string, arguments)
+    return cursor
 
 
 @lru_cache(maxsize=32)
-def _compiled(dialect: Dialect, query: sa.Select[Any]) -> SQLCompiler:
-    compiled = query.compile(dialect=dialect)
+def _compiled(dialect: Dialect, statement: sa.Executable) -> SQLCompiler:
+    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
     assert isinstance(compiled, SQLCompiler)
     return compiled
 
