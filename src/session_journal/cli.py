@@ -21,7 +21,7 @@ from .demo import run_demo
 from .errors import SessionJournalError
 from .events import ApiEventFilter
 from .journal.stats import SessionStats
-from .journal.verify import verify
+from .journal.verify import events_file, verify
 from .store import Store
 
 
@@ -161,7 +161,10 @@ def _events(url: str, args: argparse.Namespace) -> int:
 def _journal(command: str, path: str) -> int:
     try:
         if command == "stats":
-            print(SessionStats.load_or_rebuild(path).model_dump_json())
+            events = events_file(path)
+            if not events.is_file():
+                raise SessionJournalError(f"no events file at {events}")
+            print(SessionStats.load_or_rebuild(events.parent).model_dump_json())
             return 0
         lines, problems = verify(path)
     except OSError as error:

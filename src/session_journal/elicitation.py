@@ -24,7 +24,8 @@ def _check_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(properties, dict):
         raise ValueError("requested_schema.properties must be an object")
     for name, prop in properties.items():
-        if not isinstance(prop, dict) or prop.get("type") not in _PRIMITIVES:
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if not isinstance(kind, str) or kind not in _PRIMITIVES:
             raise ValueError(
                 f"property {name!r} must be a string, number, integer, boolean or enum "
                 "(nested objects and arrays are not supported)"
@@ -37,7 +38,9 @@ def _check_schema(schema: dict[str, Any]) -> dict[str, Any]:
         ):
             raise ValueError(f"property {name!r}: an enum must be a list of strings")
     required = schema.get("required", [])
-    if not isinstance(required, list) or any(name not in properties for name in required):
+    if not isinstance(required, list) or any(
+        not isinstance(name, str) or name not in properties for name in required
+    ):
         raise ValueError("requested_schema.required must list properties of the schema")
     return schema
 

@@ -60,7 +60,7 @@ class Database:
     @contextmanager
     def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
         """A write transaction; commits only if the block calls `uow.commit()`."""
-        if self._writer_thread == threading.get_ident():
+        if self.writing_in_this_thread():
             # A service called inside `store.unit_of_work()` would wait for its own lock.
             raise SessionJournalError(
                 f"{action}: a write was started inside a unit of work of the same store; "
@@ -79,6 +79,10 @@ class Database:
             finally:
                 if connection.in_transaction():
                     connection.rollback()
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread is inside `writing()`."""
+        return self._writer_thread == threading.get_ident()
 
     @contextmanager
     def _owned(self) -> Iterator[None]:

@@ -182,6 +182,8 @@ def test_journal_verify_stats_and_search(
     assert report[2] == "4 lines, 2 bad"
     code, _, err = run(capsys, "journal", "verify", str(tmp_path / "missing"))
     assert code == 1 and err.startswith("session-journal: cannot read")
+    code, _, err = run(capsys, "journal", "stats", str(tmp_path / "missing"))
+    assert code == 1 and err.startswith("session-journal: no events file at")
 
 
 def test_bad_settings_are_one_line_errors(

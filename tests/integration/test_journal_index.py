@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from session_journal import InvalidRecord, StorageError, Store
+from session_journal import InvalidRecord, SessionJournalError, StorageError, Store
 from session_journal.journal import (
     AssistantMsg,
+    IndexRow,
     JournalWriter,
     Message,
     MessageRole,
@@ -164,8 +167,10 @@ def test_secrets_never_reach_the_index(store: Store, tmp_path: Path) -> None:
 def test_an_index_failure_never_fails_the_file_write(
     store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    errors = iter([StorageError("index insert failed: server closed"), RuntimeError("a bug")] * 9)
+
     def unavailable(*_: object) -> None:
-        raise StorageError("index insert failed: server closed the connection")
+        raise next(errors)
 
     monkeypatch.setattr(ProjectIndex, "insert", unavailable)
     with JournalWriter(tmp_path / "s", index=store.index, session_id="s") as writer:
@@ -173,4 +178,92 @@ def test_an_index_failure_never_fails_the_file_write(
         result = writer.flush()
     assert result.persisted
     assert len((tmp_path / "s" / "events.jsonl").read_text().splitlines()) == 1
-    assert "index inserts failed" in caplog.text
+    assert "could not be indexed" in caplog.text
+    with JournalWriter(tmp_path / "s", index=store.index, session_id="s") as writer:
+        writer.send(flow_start(2))
+        assert writer.flush().persisted  # the index thread survived the unexpected error
+
+
+def test_paths_versions_and_addresses_are_found_on_both_backends(
+    store: Store, tmp_path: Path
+) -> None:
+    write(
+        store,
+        tmp_path,
+        "session-1",
+        user_msg(1, "edit src/main.py for python 3.14, mail alice@example.com"),
+        user_msg(2, "see https://example.org/docs/setup for details"),
+    )
+    for query, expected in [
+        ("src/main.py", [1]),
+        ("3.14", [1]),
+        ('"version 3.14"', []),
+        ("python 3.14", [1]),
+        ("alice@example.com", [1]),
+        ("example.org/docs/setup", [2]),
+    ]:
+        assert [seq for _, seq in seqs(store, query)] == expected, query
+
+
+def test_one_row_the_index_refuses_does_not_keep_its_neighbours_out(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = ProjectIndex.insert
+
+    def refuse_seq_2(self: ProjectIndex, rows: list[IndexRow]) -> None:
+        if any(row.seq == 2 for row in rows):
+            raise StorageError("index insert failed: value too long")
+        original(self, rows)
+
+    monkeypatch.setattr(ProjectIndex, "insert", refuse_seq_2)
+    write(
+        store,
+        tmp_path,
+        "session-1",
+        user_msg(1, "first note"),
+        user_msg(2, "second note"),
+        user_msg(3, "third note"),
+    )
+    assert sorted(seq for _, seq in seqs(store, "note")) == [1, 3]
+
+
+def test_a_slow_index_never_delays_the_file(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = threading.Event()
+    original = ProjectIndex.insert
+
+    def slow(self: ProjectIndex, rows: list[IndexRow]) -> None:
+        release.wait(10)
+        original(self, rows)
+
+    monkeypatch.setattr(ProjectIndex, "insert", slow)
+    with JournalWriter(tmp_path / "s", index=store.index, session_id="s") as writer:
+        for seq in range(1, 6):
+            writer.send(flow_start(seq))
+        deadline = time.monotonic() + 10
+        while len(writer.events_path.read_text().splitlines()) < 5:
+            assert time.monotonic() < deadline, "the file waited for the index"
+            time.sleep(0.01)
+        release.set()
+        assert writer.flush().persisted
+    assert len(store.index.search("flow", session_id="s")) == 0  # flow_start has no text
+    with store.unit_of_work() as uow:
+        count = uow.connection.exec_driver_sql("SELECT COUNT(*) FROM project_events").scalar_one()
+    assert count == 5
+
+
+def test_flushing_inside_a_unit_of_work_of_the_index_is_refused(
+    store: Store, tmp_path: Path
+) -> None:
+    writer = JournalWriter(tmp_path / "s", index=store.index, session_id="s")
+    with store.unit_of_work(), pytest.raises(SessionJournalError, match="would wait forever"):
+        writer.flush()
+    writer.close()
+
+
+def test_search_and_rebuild_arguments(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(InvalidRecord, match="limit must be a positive integer"):
+        store.index.search("fox", limit=0)
+    with pytest.raises(InvalidRecord, match="cannot read the events"):
+        store.index.rebuild(tmp_path / "missing", "session-1")

@@ -307,3 +307,26 @@ def test_max_buffered_zero_is_refused_or_drops_without_killing_the_writer(
     assert not flushing.is_alive(), "flush() hangs: the writer's thread died"
     assert writer.status.dropped == 1
     writer.close()
+
+
+def test_a_flush_after_drops_does_not_claim_everything_persisted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = open_writer(tmp_path, max_buffered=2, recovery_interval=60)
+    try:
+        fault = DiskFault(writer.events_path).install(monkeypatch)
+        fault.failing = True
+        for seq in range(5):
+            writer.send(make_envelope(seq, 100))
+        deadline = time.monotonic() + 10
+        while writer.status.dropped < 3:  # the writer's thread meets the failing disk
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        fault.failing = False
+        result = writer.flush()  # the buffer is written, but 3 events were dropped before
+        assert not result.persisted
+        assert (result.status.buffered, result.status.dropped) == (0, 3)
+        writer.send(make_envelope(5, 100))
+        assert writer.flush().persisted  # nothing dropped since the previous flush
+    finally:
+        writer.close()

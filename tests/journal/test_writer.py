@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,21 @@ def test_session_ids_with_path_separators_or_dots_are_refused(
 def test_the_directory_is_created_with_its_parents(tmp_path: Path) -> None:
     with JournalWriter(tmp_path / "a" / "b" / "session") as writer:
         assert writer.events_path.exists()
+
+
+def test_events_still_queued_at_interpreter_exit_are_written(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from session_journal.journal import JournalWriter\n"
+        "from tests.journal_fixtures import flow_start\n"
+        "writer = JournalWriter(sys.argv[1])\n"
+        "for seq in range(1, 501):\n"
+        "    writer.send(flow_start(seq))\n"
+    )  # no close(): the exit hook closes it
+    subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        check=True,
+        timeout=60,
+        cwd=Path(__file__).parents[2],
+    )
+    assert [line["seq"] for line in lines(tmp_path / "events.jsonl")] == list(range(1, 501))

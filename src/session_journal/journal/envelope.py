@@ -10,7 +10,6 @@ from pydantic import (
     AwareDatetime,
     BaseModel,
     Field,
-    NonNegativeInt,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     field_validator,
@@ -141,7 +140,7 @@ class JournalEnvelope(BaseModel):
     """One line of `events.jsonl`. Its JSON form is one flat object, `{"seq", "ts", "type",
     <the event's fields>}`; validation accepts that flat form as well as `event=...`."""
 
-    seq: NonNegativeInt
+    seq: Annotated[int, Field(ge=0, le=2**63 - 1)]  # stored as BIGINT in the index
     ts: AwareDatetime
     event: JournalEvent
 

@@ -15,12 +15,12 @@ import queue
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..errors import InvalidRecord, SessionJournalError
+from ..errors import InvalidRecord
 from ..unit_of_work import Database
 from ..validation import optional_id, require_id
 from .envelope import JournalEnvelope
@@ -29,7 +29,7 @@ from .stats import EVENTS_FILE
 
 log = logging.getLogger("session_journal.journal")
 
-_PHRASE_OR_WORD = re.compile(r'"([^"]*)"|(\w+)')
+_CHUNK = re.compile(r'"([^"]*)"?|([^\s"]+)')
 _WORD = re.compile(r"\w+")
 
 
@@ -60,14 +60,25 @@ class SearchHit:
     rank: float
 
 
-def search_terms(query: str) -> list[list[str]]:
-    """The query as phrases, each a list of words: quoted text is one phrase, every other word
-    a phrase of its own; punctuation and operators are not words."""
+@dataclass(frozen=True)
+class SearchTerm:
+    """One term of a query: a quoted phrase or a whitespace-separated chunk (`raw`), and the
+    words in it, which must appear next to each other."""
+
+    raw: str
+    words: tuple[str, ...]
+
+
+def search_terms(query: str) -> list[SearchTerm]:
+    """The query's terms, ANDed: each `"quoted phrase"` and each chunk between spaces
+    (`src/main.py`, `NEAR(x)`) is a phrase of its words; a chunk without a word (`*`, `-`) is
+    dropped. Operators and punctuation are never syntax."""
     terms = []
-    for phrase, word in _PHRASE_OR_WORD.findall(query):
-        words = _WORD.findall(phrase) if phrase else [word]
+    for phrase, chunk in _CHUNK.findall(query):
+        raw = phrase or chunk
+        words = tuple(_WORD.findall(raw))
         if words:
-            terms.append(words)
+            terms.append(SearchTerm(raw=raw.strip(), words=words))
     return terms
 
 
@@ -76,6 +87,10 @@ class ProjectIndex:
 
     def __init__(self, database: Database) -> None:
         self._database = database
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread is inside a write transaction of the index's store."""
+        return self._database.writing_in_this_thread()
 
     def insert(self, rows: list[IndexRow]) -> None:
         """Insert rows; a row whose (session_id, seq) is already indexed is left as it is."""
@@ -92,19 +107,22 @@ class ProjectIndex:
         if not isinstance(query, str) or not query.strip():
             raise InvalidRecord("query must be non-empty text")
         session_id = optional_id(session_id, "session_id")
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise InvalidRecord(f"limit must be an integer, got {type(limit).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidRecord(f"limit must be a positive integer, got {limit!r}")
         terms = search_terms(query.replace("\x00", ""))
         if not terms:
             return []
         with self._database.reading("search the project index") as uow:
-            return uow.project_events.search(terms, session_id, max(1, min(limit, 1000)))
+            return uow.project_events.search(terms, session_id, min(limit, 1000))
 
     def rebuild(self, session_dir: str | os.PathLike[str], session_id: str) -> int:
         """Re-index a session from its `events.jsonl` (lines that do not decode are skipped);
         returns the rows indexed."""
         session_id = require_id(session_id, "session_id")
-        rows = list(_rows_of(Path(session_dir) / EVENTS_FILE, session_id))
+        try:
+            rows = _rows_of(Path(session_dir) / EVENTS_FILE, session_id)
+        except OSError as error:
+            raise InvalidRecord(f"cannot read the events of {session_id!r}: {error}") from None
         with self._database.writing(f"rebuild the index of {session_id!r}") as uow:
             uow.project_events.delete_session(session_id)
             uow.project_events.insert(rows)
@@ -115,17 +133,21 @@ class ProjectIndex:
 def index_row(session_id: str, envelope: JournalEnvelope, payload_json: str) -> IndexRow:
     """The index row of an envelope whose (redacted) line is `payload_json`."""
     turn_id, flow_run_id = extract_anchors(envelope.event)
-    text = extract_text_content(envelope.event)
     return IndexRow(
         session_id=session_id,
         seq=envelope.seq,
         ts=envelope.model_dump(mode="json")["ts"],
         kind=event_kind(envelope.event),
-        turn_id=turn_id,
-        flow_run_id=flow_run_id,
-        text_content=text.replace("\x00", "") if text is not None else None,
+        turn_id=_no_nul(turn_id),
+        flow_run_id=_no_nul(flow_run_id),
+        text_content=_no_nul(extract_text_content(envelope.event)),
         payload_json=payload_json,
     )
+
+
+def _no_nul(text: str | None) -> str | None:
+    # PostgreSQL text columns cannot hold NUL (JSON can: payload_json keeps it escaped).
+    return None if text is None else text.replace("\x00", "")
 
 
 def _rows_of(events: Path, session_id: str) -> list[IndexRow]:
@@ -157,6 +179,8 @@ class IndexFeeder:
         self._queue: queue.SimpleQueue[bytes | threading.Event | None] = queue.SimpleQueue()
         self._failures = 0
         self._last_report = 0.0
+        self._state_lock = threading.Lock()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="journal-index", daemon=True)
         self._thread.start()
 
@@ -167,12 +191,17 @@ class IndexFeeder:
     def wait(self) -> None:
         """Return once every line queued before has had its insert attempted."""
         reached = threading.Event()
-        self._queue.put(reached)
+        with self._state_lock:
+            if self._closed:  # close() inserted everything before stopping
+                return
+            self._queue.put(reached)
         reached.wait()
 
     def close(self) -> None:
         """Insert what is queued, then stop."""
-        self._queue.put(None)
+        with self._state_lock:
+            self._closed = True
+            self._queue.put(None)
         self._thread.join()
 
     def _run(self) -> None:
@@ -191,36 +220,55 @@ class IndexFeeder:
                 except queue.Empty:
                     item = b""
                     break
-            self._insert(batch)
+            try:
+                self._insert(batch)
+            finally:  # whatever happened, nobody waits forever
+                if isinstance(item, threading.Event):
+                    item.set()
             if item is None:
                 return
-            if isinstance(item, threading.Event):
-                item.set()
 
     def _row(self, line: bytes) -> IndexRow | None:
-        text = line.decode("utf-8").rstrip("\n")
         try:
-            envelope = JournalEnvelope.model_validate_json(text)
-        except ValidationError as error:
+            text = line.decode("utf-8").rstrip("\n")
+            return index_row(self._session_id, JournalEnvelope.model_validate_json(text), text)
+        except Exception as error:  # a line the index cannot take is skipped, never fatal
             log.debug("not indexing a line of %s: %s", self._session_id, error)
             return None
-        return index_row(self._session_id, envelope, text)
 
     def _insert(self, batch: list[IndexRow]) -> None:
         if not batch:
             return
         try:
             self._index.insert(batch)
-        except (SessionJournalError, OSError) as error:
-            self._failures += 1
-            now = time.monotonic()
-            if now - self._last_report >= 60:
-                log.error(
-                    "index inserts failed %d time(s); the events file is unaffected: %s",
-                    self._failures,
-                    error,
-                )
-                self._last_report, self._failures = now, 0
+            return
+        except Exception as error:
+            first_error: Exception = error
+        # One bad row must not keep its neighbours out: insert them one by one, and a row that
+        # still fails without its text content is reported.
+        failed = 0
+        for row in batch:
+            for attempt in (row, replace(row, text_content=None)):
+                try:
+                    self._index.insert([attempt])
+                    break
+                except Exception:
+                    continue
+            else:
+                failed += 1
+        if failed:
+            self._report(failed, first_error)
+
+    def _report(self, failed: int, error: Exception) -> None:
+        self._failures += failed
+        now = time.monotonic()
+        if now - self._last_report >= 60:
+            log.error(
+                "%d journal event(s) could not be indexed; the events file is unaffected: %s",
+                self._failures,
+                error,
+            )
+            self._last_report, self._failures = now, 0
 
 
 _GATHER = 0.05  # seconds the index thread gathers rows before a transaction

@@ -57,7 +57,10 @@ class SessionStats(BaseModel):
             pass
         rebuilt = cls.scan(events)
         if directory.is_dir():
-            rebuilt.save(directory)
+            try:
+                rebuilt.save(directory)
+            except OSError as error:  # a full disk: the stats are still right, just not stored
+                log.warning("cannot store the stats of %s: %s", directory, error)
         return rebuilt
 
     @classmethod

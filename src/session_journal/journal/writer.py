@@ -9,12 +9,14 @@ rewritten, never just synced again), and events wait in a bounded buffer that is
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +33,16 @@ log = logging.getLogger("session_journal.journal")
 
 TORN_FILE = EVENTS_FILE + ".torn"
 _STATS_INTERVAL = 0.5  # seconds between stats.json updates while events stream in
+
+# Writers still open at interpreter exit are closed then, so queued events are not lost with
+# the daemon threads.
+_LIVE: weakref.WeakSet[JournalWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_writers() -> None:
+    for writer in list(_LIVE):
+        writer.close()
 
 
 @dataclass(frozen=True)
@@ -98,9 +110,13 @@ class JournalWriter:
         self._max_buffered = max_buffered
         self._recovery_interval = recovery_interval
         self._fd = os.open(self.events_path, os.O_WRONLY | os.O_CREAT, 0o644)
-        self._offset = _repair_torn_tail(self._fd, self.events_path)
-        os.lseek(self._fd, self._offset, os.SEEK_SET)
-        self._stats = SessionStats.load_or_rebuild(self.session_dir)
+        try:
+            self._offset = _repair_torn_tail(self._fd, self.events_path)
+            os.lseek(self._fd, self._offset, os.SEEK_SET)
+            self._stats = SessionStats.load_or_rebuild(self.session_dir)
+        except BaseException:
+            os.close(self._fd)
+            raise
         self._stats_dirty = False
         self._stats_saved = time.monotonic()
         self._next_retry = 0.0
@@ -110,36 +126,58 @@ class JournalWriter:
         self._status_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._feeder = IndexFeeder(index, session_id) if index is not None and session_id else None
+        self._index = index
+        self._dropped_at_barrier = 0
+        self._state_lock = threading.Lock()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._thread.start()
+        _LIVE.add(self)
 
     # -- the caller's side -------------------------------------------------------------------
 
     def send(self, envelope: Any) -> None:
         """Queue an envelope for writing (it is serialised on the writer's thread)."""
-        if self._closed:
-            raise SessionJournalError(f"the writer of {self.events_path} is closed")
-        self._queue.put(envelope)
+        with self._state_lock:  # never queued behind the close: it would be lost
+            if self._closed:
+                raise SessionJournalError(f"the writer of {self.events_path} is closed")
+            self._queue.put(envelope)
 
     def flush(self) -> FlushResult:
         """Wait until everything sent before is written and fsynced (and its index insert
-        attempted), or held in the degraded buffer after a retry."""
-        if self._closed:
-            return FlushResult(persisted=not self._buffer, status=self.status)
-        barrier = _Barrier(threading.Event())
-        self._queue.put(barrier)
+        attempted), or held in the degraded buffer after a retry. `persisted` is false if an
+        event sent before was dropped or still waits in the buffer."""
+        self._refuse_inside_a_unit_of_work("flush")
+        with self._state_lock:
+            if self._closed:
+                return FlushResult(persisted=not self._buffer, status=self.status)
+            barrier = _Barrier(threading.Event())
+            self._queue.put(barrier)
         barrier.done.wait()
+        if self._feeder is not None:
+            # On this thread, not the writer's: the index may be slow, the file goes on.
+            self._feeder.wait()
         assert barrier.result is not None
         return barrier.result
 
     def close(self) -> None:
         """Drain, retry the buffer a last time, fsync and stop the thread; idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(_CLOSE)
+        self._refuse_inside_a_unit_of_work("close")
+        with self._state_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue.put(_CLOSE)
         self._thread.join()
+        _LIVE.discard(self)
+
+    def _refuse_inside_a_unit_of_work(self, action: str) -> None:
+        # The index thread would wait for the write lock that this thread holds.
+        if self._index is not None and self._index.writing_in_this_thread():
+            raise SessionJournalError(
+                f"{action}() of a journal writer inside a unit of work of its index's store "
+                "would wait forever for the index"
+            )
 
     def __enter__(self) -> JournalWriter:
         return self
@@ -173,16 +211,19 @@ class JournalWriter:
                 if isinstance(item, _Barrier):
                     self._retry()
                     self._save_stats()
-                    if self._feeder is not None:
-                        self._feeder.wait()
                 elif item is not None:
                     self._handle(self._serialize(item))
                 self._housekeeping()
             except Exception:  # a bug must not leave flush() and close() waiting forever
                 log.exception("journal writer of %s: unexpected error", self.events_path)
             if isinstance(item, _Barrier):
-                item.result = FlushResult(persisted=not self._buffer, status=self.status)
-                item.done.set()
+                self._complete(item)
+
+    def _complete(self, barrier: _Barrier) -> None:
+        persisted = not self._buffer and self._dropped == self._dropped_at_barrier
+        self._dropped_at_barrier = self._dropped
+        barrier.result = FlushResult(persisted=persisted, status=self.status)
+        barrier.done.set()
 
     def _idle_timeout(self) -> float | None:
         deadlines = []
@@ -279,8 +320,7 @@ class JournalWriter:
             except queue.Empty:
                 break
             if isinstance(item, _Barrier):
-                item.result = FlushResult(persisted=not self._buffer, status=self.status)
-                item.done.set()
+                self._complete(item)
             elif item is not _CLOSE:
                 self._handle(self._serialize(item))
         self._retry()

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from ._tables import project_events as _rows
 
 if TYPE_CHECKING:
-    from ..journal.index import IndexRow, SearchHit
+    from ..journal.index import IndexRow, SearchHit, SearchTerm
 
 
 class ProjectEventRepository:
@@ -36,8 +36,10 @@ class ProjectEventRepository:
         """Forget a session's indexed events."""
         self._connection.execute(sa.delete(_rows).where(_rows.c.session_id == session_id))
 
-    def search(self, terms: list[list[str]], session_id: str | None, limit: int) -> list[SearchHit]:
-        """Events whose text contains every term (a list of words is a phrase), best first."""
+    def search(
+        self, terms: list[SearchTerm], session_id: str | None, limit: int
+    ) -> list[SearchHit]:
+        """Events whose text contains every term (its words as a phrase), best first."""
         from ..journal.index import SearchHit
 
         if self._connection.dialect.name == "postgresql":
@@ -50,11 +52,12 @@ class ProjectEventRepository:
         ]
 
     def _search_sqlite(
-        self, terms: list[list[str]], session_id: str | None, limit: int
+        self, terms: list[SearchTerm], session_id: str | None, limit: int
     ) -> Sequence[Any]:
-        # Every term becomes an FTS5 string ("..." with quotes doubled), so nothing the user
-        # typed is read as FTS5 syntax; strings side by side are ANDed.
-        match = " ".join('"' + " ".join(words).replace('"', '""') + '"' for words in terms)
+        # Every term becomes an FTS5 string of its words (the tokenizer splits on punctuation
+        # as the words do), so nothing the user typed is FTS5 syntax; strings side by side are
+        # ANDed.
+        match = " ".join('"' + " ".join(term.words).replace('"', '""') + '"' for term in terms)
         sql = (
             "SELECT e.session_id, e.seq, e.kind, e.ts, "
             "snippet(project_events_fts, 0, '[', ']', '...', 12), -bm25(project_events_fts) "
@@ -67,10 +70,15 @@ class ProjectEventRepository:
         return self._connection.execute(sa.text(sql), params).all()
 
     def _search_postgresql(
-        self, terms: list[list[str]], session_id: str | None, limit: int
+        self, terms: list[SearchTerm], session_id: str | None, limit: int
     ) -> Sequence[Any]:
-        # Each term is a bound parameter to phraseto_tsquery, which never fails on user text.
-        parts = [f"phraseto_tsquery('simple', :term_{n})" for n in range(len(terms))]
+        # Each term is bound to phraseto_tsquery, which never fails on user text: as typed (the
+        # parser keeps `src/main.py`, `3.14` or an email address as one token) OR as its words
+        # (what the text's own tokens may be split into).
+        parts = [
+            f"(phraseto_tsquery('simple', :raw_{n}) || phraseto_tsquery('simple', :words_{n}))"
+            for n in range(len(terms))
+        ]
         query = " && ".join(parts)
         sql = (
             f"WITH q AS (SELECT {query} AS query) "
@@ -81,6 +89,8 @@ class ProjectEventRepository:
             + (" AND e.session_id = :session_id" if session_id is not None else "")
             + " ORDER BY ts_rank(e.tsv, q.query) DESC, e.seq LIMIT :limit"
         )
-        params: dict[str, Any] = {f"term_{n}": " ".join(words) for n, words in enumerate(terms)}
+        params: dict[str, Any] = {}
+        for n, term in enumerate(terms):
+            params |= {f"raw_{n}": term.raw, f"words_{n}": " ".join(term.words)}
         params |= {"session_id": session_id, "limit": limit}
         return self._connection.execute(sa.text(sql), params).all()
