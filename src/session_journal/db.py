@@ -28,11 +28,6 @@ from .errors import InvalidRecord, SessionJournalError, StorageError
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
 
-def is_sqlite(engine: Engine) -> bool:
-    """Whether the engine talks to SQLite."""
-    return engine.dialect.name == "sqlite"
-
-
 def create_engine(
     url: str,
     options: StoreOptions,
