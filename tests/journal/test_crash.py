@@ -34,7 +34,8 @@ EVENT_TEXT = 20_000
 # a child that writes events from that seq on (printing "ready <pid>" once its writer is open)
 # and prints "exit <wait status>" when the child is gone. With <tear after> > 0 the child's
 # write of that many-th line puts only a random part of it in the file and then hangs, so the
-# SIGKILL surely lands mid-line (a real kill lands inside write() only now and then). Output
+# SIGKILL surely lands mid-line (a real kill lands inside write() only now and then); it says
+# "torn" once that part is written, and the parent waits for it before the kill. Output
 # goes through os.write: nothing buffered is duplicated by fork.
 ZYGOTE = r"""
 import os, random, sys, time
@@ -53,6 +54,7 @@ def tear_at(path, count):
         if writes[0] < count:
             return real_write(fd, data)
         real_write(fd, bytes(data)[: random.randrange(1, len(data))])
+        real_write(1, b"torn\n")  # tell the parent: the kill may come now
         time.sleep(60)  # "crashed" mid-line: wait for the SIGKILL
     os.write = write
 
@@ -155,6 +157,8 @@ def test_sigkill_mid_stream_leaves_whole_lines_after_the_next_open(tmp_path: Pat
         for round_ in range(ROUNDS):
             tear_after = rng.randint(1, 4) if round_ % 2 else 0
             pid = zygote.start(session, next_seq, tear_after)
+            if tear_after:  # however slow the machine, the kill lands after the torn write
+                assert zygote.next_line() == "torn"
             time.sleep(rng.uniform(0.05, 0.4))
             os.kill(pid, signal.SIGKILL)
             status = zygote.wait_status()
