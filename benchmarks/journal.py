@@ -174,7 +174,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=("sqlite", "postgresql"))  # accepted, ignored
-    args = parser.parse_args()
+    args, _ = parser.parse_known_args()  # make bench passes every script the same BENCH_ARGS
     n = 1_000 if args.quick else 5_000
     events = make_events(n)
     runs: dict[str, list[Run]] = {}

@@ -102,7 +102,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2,000 and 20,000 events")
     parser.add_argument("--only", choices=("sqlite", "postgresql"))
-    args = parser.parse_args()
+    args, _ = parser.parse_known_args()  # make bench passes every script the same BENCH_ARGS
     sizes = [0, 2_000, 20_000] if args.quick else [0, 20_000, 200_000]
     print(f"{'backend':<11}{'events':>9}{'seconds':>9}{'events/s':>11}{'peak RSS MiB':>14}")
     for backend in ("sqlite", "postgresql"):

@@ -82,7 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=("sqlite", "postgresql"))
-    args = parser.parse_args()
+    args, _ = parser.parse_known_args()  # make bench passes every script the same BENCH_ARGS
     length = 10_000 if args.quick else 100_000
     events = chain_of(length)
     print(f"{'backend':<11}{'chain':>9}{'first 1,000 ev/s':>18}{'last 1,000 ev/s':>17}{'ratio':>7}")
