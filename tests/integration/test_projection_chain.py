@@ -4,6 +4,7 @@ nothing; any split into pages, with re-deliveries, gives the same result as one 
 from __future__ import annotations
 
 import itertools
+import threading
 import uuid
 from typing import Any
 
@@ -264,3 +265,35 @@ def test_any_split_with_redeliveries_equals_one_page(
         return feed, state.model_copy(update={"session_id": ""})
 
     assert outcome(paged) == outcome(once)
+
+
+def test_two_controllers_applying_the_same_chain_at_once_apply_each_event_once(url: str) -> None:
+    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+        first.sessions.save(SessionFactory(id="session-1"))
+        events = RelayChain().extend(
+            [AgentMessage(message_id=f"m{n}", text=f"message {n}") for n in range(60)] + turn(),
+            recorded_at_ms=1,
+        )
+        barrier = threading.Barrier(2)
+        applied: list[int] = []
+        errors: list[BaseException] = []
+
+        def deliver(store: Store) -> None:
+            try:
+                barrier.wait()
+                for start in range(0, len(events), 7):
+                    applied.append(store.projection.apply("session-1", events[: start + 7]))
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=deliver, args=(store,)) for store in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert sum(applied) == len(events)
+        assert [event.event.type for event in all_events(first)] == ["turn_started", "turn_ended"]
+        loaded = first.projection.load("session-1")
+        assert loaded is not None and loaded.applied_event_ordinal == len(events)
+        assert [item.position for item in loaded.transcript] == list(range(61))
