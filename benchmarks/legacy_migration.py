@@ -15,19 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import sqlalchemy as sa
+from _databases import database
 
 from session_journal import migrations
 
-POSTGRES = os.environ.get(
-    "SESSION_JOURNAL_BENCH_POSTGRES_URL", "postgresql+psycopg://root@127.0.0.1:5432/test"
-)
 TURN = {
     "type": "turn_ended",
     "data": {
@@ -40,25 +34,6 @@ TURN = {
     },
 }
 ERROR = {"type": "error", "data": {"command_id": "c-1", "message": "old diagnostic " + "x" * 220}}
-
-
-@contextmanager
-def database(backend: str) -> Iterator[str]:
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory() as directory:
-            yield f"sqlite:///{directory}/legacy.db"
-        return
-    schema = f"sj_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    try:
-        url = sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def seed(url: str, events: int) -> None:
@@ -109,7 +84,7 @@ def main() -> int:
         if args.only not in (None, backend):
             continue
         for size in sizes:
-            with database(backend) as url:
+            with database(backend, "legacy") as url:
                 seed(url, size)
                 seconds, peak = upgrade_in_child(url)
             rate = f"{size / seconds:,.0f}" if size else "-"

@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import sqlalchemy as sa
+from _databases import database
 
 from session_journal import SessionRecord, Store, StoreOptions
 from session_journal.relay import (
@@ -34,27 +30,7 @@ from session_journal.relay import (
     RelayObservation,
 )
 
-POSTGRES = "postgresql+psycopg://root@127.0.0.1:5432/test"
 TIMED = 1_000
-
-
-@contextmanager
-def database(backend: str) -> Iterator[str]:
-    if backend == "sqlite":
-        with tempfile.TemporaryDirectory() as directory:
-            yield f"sqlite:///{directory}/projection.db"
-        return
-    schema = f"sj_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    try:
-        url = sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-        admin.dispose()
 
 
 def chain_of(length: int) -> list[RelayEvent]:
@@ -89,7 +65,7 @@ def main() -> int:
     for backend in ("sqlite", "postgresql"):
         if args.only not in (None, backend):
             continue
-        with database(backend) as url:
+        with database(backend, "projection") as url:
             options = StoreOptions(sqlite_synchronous="OFF")
             with Store.open(url, upgrade=True, options=options) as store:
                 store.sessions.save(SessionRecord(id="session-1", project_id="p"))

@@ -102,24 +102,25 @@ class CommandCompleted(BaseModel):
     outcome: RelayCommandOutcome
 
 
-class CommandRejected(BaseModel):
+class _CommandRefusal(BaseModel):
+    # The fields a refused and an interrupted command share (`type` first in the JSON form).
+    type: str
+    command_id: str
+    command: RelayCommandKind
+    reason: OutcomeReason | None = None
+    message: str
+
+
+class CommandRejected(_CommandRefusal):
     """The relay refused a command."""
 
     type: Literal["command_rejected"] = "command_rejected"
-    command_id: str
-    command: RelayCommandKind
-    reason: OutcomeReason | None = None
-    message: str
 
 
-class CommandInterrupted(BaseModel):
+class CommandInterrupted(_CommandRefusal):
     """A command stopped before finishing (runtime stopped, controller lost)."""
 
     type: Literal["command_interrupted"] = "command_interrupted"
-    command_id: str
-    command: RelayCommandKind
-    reason: OutcomeReason | None = None
-    message: str
 
 
 class ElicitationRequested(BaseModel):
