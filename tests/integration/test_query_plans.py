@@ -19,7 +19,8 @@ PARAMS = {"after_seq": 100, "limit": 100, "session_id": "s-3", "workspace_id": "
 
 def plan(store: Store, by_session: bool, by_workspace: bool) -> str:
     engine = store._database.reader
-    compiled = _PAGE_QUERIES[(by_session, by_workspace)].compile(engine)
+    sqlite = engine.dialect.name == "sqlite"
+    compiled = _PAGE_QUERIES[(sqlite, by_session, by_workspace)].compile(engine)
     params = compiled.construct_params(PARAMS)
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":

@@ -73,31 +73,36 @@ _APPEND_ONE = (
 _LATEST_SEQ = sa.select(_sequences.c.last_seq).where(_sequences.c.name == API_EVENTS)
 
 
-def _page_query(*, by_session: bool, by_workspace: bool) -> sa.Select[Any]:
-    # One statement per filter combination, so each gets its own plan: a generic
+def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Select[Any]:
+    # One statement per backend and filter combination, so each gets its own plan: a generic
     # `(:sid IS NULL OR session_id = :sid)` keeps SQLite off the (session_id, seq) index, and the
-    # workspace filter is a semi-join (IN) so both backends walk events in seq order instead of
-    # sorting the join.
+    # workspace filter must let both backends walk the log in seq order and stop when the page is
+    # full, rather than read every event of the workspace's sessions and sort them on each page.
     query = sa.select(
         _events.c.seq, _events.c.session_id, _events.c.recorded_at_ms, _events.c.body
     ).where(_events.c.seq > sa.bindparam("after_seq"))
     if by_session:
         query = query.where(_events.c.session_id == sa.bindparam("session_id"))
     if by_workspace:
-        # A correlated EXISTS, not IN (subquery): with IN, SQLite reads every event of the
-        # workspace's sessions through the (session_id, seq) index and sorts them all on each
-        # page; with EXISTS it walks the log in seq order and stops when the page is full.
-        in_workspace = (
-            sa.select(_contexts.c.session_id)
-            .where(_contexts.c.session_id == _events.c.session_id)
-            .where(_contexts.c.workspace_id == sa.bindparam("workspace_id"))
+        members = sa.select(_contexts.c.session_id).where(
+            _contexts.c.workspace_id == sa.bindparam("workspace_id")
         )
-        query = query.where(in_workspace.exists())
+        if sqlite and not by_session:
+            # SQLite: `+session_id` (SQLite's documented way to keep a term off an index) makes
+            # the IN list a lookup while the scan follows seq; twice as fast as an EXISTS.
+            query = query.where(sa.literal_column("+api_events.session_id").in_(members))
+        else:
+            # PostgreSQL plans the correlated EXISTS as a nested loop in seq order.
+            correlated = members.where(_contexts.c.session_id == _events.c.session_id)
+            query = query.where(correlated.exists())
     return query.order_by(_events.c.seq).limit(sa.bindparam("limit"))
 
 
 _PAGE_QUERIES = {
-    (by_session, by_workspace): _page_query(by_session=by_session, by_workspace=by_workspace)
+    (sqlite, by_session, by_workspace): _page_query(
+        sqlite=sqlite, by_session=by_session, by_workspace=by_workspace
+    )
+    for sqlite in (False, True)
     for by_session in (False, True)
     for by_workspace in (False, True)
 }
@@ -175,7 +180,11 @@ class EventRepository:
     def page(self, event_filter: ApiEventFilter, after_seq: int, limit: int) -> list[ApiEvent]:
         """Events after `after_seq` matching the filter, ascending, at most `limit`."""
         query = _PAGE_QUERIES[
-            (event_filter.session_id is not None, event_filter.workspace_id is not None)
+            (
+                self._connection.dialect.name == "sqlite",
+                event_filter.session_id is not None,
+                event_filter.workspace_id is not None,
+            )
         ]
         params: dict[str, Any] = {"after_seq": after_seq, "limit": limit}
         if event_filter.session_id is not None:
