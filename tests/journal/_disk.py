@@ -199,3 +199,19 @@ class DiskFault:
             _REAL_FTRUNCATE(fd, length)
             self.calls.append(Call("ftruncate", True, length=length))
         return None
+
+
+def report(result: Any, path: Path) -> dict[str, Any]:
+    """What a child process reports about a `FlushResult` and the file after it."""
+    scanned = scan_events(path)
+    return {
+        "persisted": result.persisted,
+        "degraded": result.status.degraded,
+        "buffered": result.status.buffered,
+        "dropped": result.status.dropped,
+        "last_error": result.status.last_error,
+        "size": scanned["size"],
+        "valid": scanned["valid"],
+        "ends_with_newline": scanned["ends_with_newline"],
+        "seqs": scanned["seqs"],
+    }

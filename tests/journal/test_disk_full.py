@@ -37,7 +37,7 @@ import errno, json, resource, signal, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from session_journal.journal import JournalWriter
-from tests.journal._disk import make_envelope, scan_events
+from tests.journal._disk import make_envelope, report as describe
 
 session, count = Path(sys.argv[2]), int(sys.argv[3])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG rather than being killed
@@ -52,24 +52,11 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
 for seq in range(2, count):
     writer.send(make_envelope(seq, 1500))
 full = writer.flush()
-scanned = scan_events(writer.events_path)
-report["full"] = {
-    "persisted": full.persisted, "degraded": full.status.degraded,
-    "buffered": full.status.buffered, "dropped": full.status.dropped,
-    "last_error": full.status.last_error, "size": scanned["size"], "limit": limit,
-    "valid": scanned["valid"], "ends_with_newline": scanned["ends_with_newline"],
-    "seqs": scanned["seqs"],
-}
+report["full"] = describe(full, writer.events_path) | {"limit": limit}
 resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
 recovered = writer.flush()
 writer.close()
-scanned = scan_events(writer.events_path)
-report["recovered"] = {
-    "persisted": recovered.persisted, "degraded": recovered.status.degraded,
-    "buffered": recovered.status.buffered, "dropped": recovered.status.dropped,
-    "valid": scanned["valid"], "ends_with_newline": scanned["ends_with_newline"],
-    "seqs": scanned["seqs"],
-}
+report["recovered"] = describe(recovered, writer.events_path)
 report["efbig"] = errno.EFBIG
 print(json.dumps(report))
 """
@@ -83,7 +70,7 @@ import errno, json, os, sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from session_journal.journal import JournalWriter
-from tests.journal._disk import make_envelope, scan_events
+from tests.journal._disk import make_envelope, report as describe
 
 mount, count = Path(sys.argv[2]), int(sys.argv[3])
 report = {"mounted": os.path.ismount(mount)}
@@ -108,24 +95,11 @@ report["junk_bytes"] = filled
 for seq in range(2, count):
     writer.send(make_envelope(seq, 6000))
 full = writer.flush()
-scanned = scan_events(writer.events_path)
-report["full"] = {
-    "persisted": full.persisted, "degraded": full.status.degraded,
-    "buffered": full.status.buffered, "dropped": full.status.dropped,
-    "last_error": full.status.last_error,
-    "valid": scanned["valid"], "ends_with_newline": scanned["ends_with_newline"],
-    "seqs": scanned["seqs"],
-}
+report["full"] = describe(full, writer.events_path)
 junk.unlink()
 recovered = writer.flush()
 writer.close()
-scanned = scan_events(writer.events_path)
-report["recovered"] = {
-    "persisted": recovered.persisted, "degraded": recovered.status.degraded,
-    "buffered": recovered.status.buffered, "dropped": recovered.status.dropped,
-    "valid": scanned["valid"], "ends_with_newline": scanned["ends_with_newline"],
-    "seqs": scanned["seqs"],
-}
+report["recovered"] = describe(recovered, writer.events_path)
 report["enospc"] = errno.ENOSPC
 print(json.dumps(report))
 """

@@ -25,7 +25,7 @@ from ..unit_of_work import Database
 from ..validation import optional_id, require_id
 from .envelope import JournalEnvelope
 from .extract import event_kind, extract_anchors, extract_text_content
-from .stats import EVENTS_FILE
+from .stats import EVENTS_FILE, complete_lines
 
 log = logging.getLogger("session_journal.journal")
 
@@ -152,16 +152,13 @@ def _no_nul(text: str | None) -> str | None:
 
 def _rows_of(events: Path, session_id: str) -> list[IndexRow]:
     rows = []
-    with events.open("rb") as lines:
-        for line in lines:
-            if not line.endswith(b"\n"):
-                break
-            text = line.decode("utf-8", "replace").rstrip("\n")
-            try:
-                envelope = JournalEnvelope.model_validate_json(text)
-            except (ValidationError, ValueError):
-                continue  # encode_error lines and anything undecodable
-            rows.append(index_row(session_id, envelope, text))
+    for line in complete_lines(events):
+        text = line.decode("utf-8", "replace").rstrip("\n")
+        try:
+            envelope = JournalEnvelope.model_validate_json(text)
+        except (ValidationError, ValueError):
+            continue  # encode_error lines and anything undecodable
+        rows.append(index_row(session_id, envelope, text))
     return rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -67,15 +68,20 @@ class SessionStats(BaseModel):
     def scan(cls, events: Path) -> SessionStats:
         """Stats of the complete lines of an events file."""
         stats = cls()
-        if not events.exists():
-            return stats
-        with events.open("rb") as lines:
-            for line in lines:
-                if not line.endswith(b"\n"):
-                    break  # a torn tail is not a persisted event
+        if events.exists():
+            for line in complete_lines(events):
                 kind, seq = _kind_and_seq(line)
                 stats.count(kind, seq, len(line))
         return stats
+
+
+def complete_lines(events: Path) -> Iterator[bytes]:
+    """The lines of an events file up to a torn tail (which is not a persisted event)."""
+    with events.open("rb") as lines:
+        for line in lines:
+            if not line.endswith(b"\n"):
+                return
+            yield line
 
 
 def _kind_and_seq(line: bytes) -> tuple[str, int | None]:

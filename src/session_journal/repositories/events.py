@@ -133,6 +133,14 @@ class EventRepository:
             {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         )
 
+    def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        """`append` for a body the caller encoded from a validated model (`encode_json`): it is
+        not decoded again on the write path."""
+        require_int(recorded_at_ms, "recorded_at_ms")
+        self._pending.append(
+            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+        )
+
     def flush(self) -> None:
         """Assign consecutive seqs to the queued events and insert them.
 

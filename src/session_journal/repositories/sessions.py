@@ -100,11 +100,7 @@ class SessionRepository:
     def insert_if_absent(self, record: SessionRecord) -> bool:
         """Insert the session row unless it exists; whether it was inserted. A concurrent
         insert of the same id waits for this one, then finds the row (PostgreSQL)."""
-        values = _lifecycle(record) | {
-            "session_id": record.id,
-            "project_id": record.project_id,
-            "native_session_id": record.native_session_id,
-        }
+        values = _session_row(record)
         dialect = postgresql if self._connection.dialect.name == "postgresql" else sqlite
         statement = (
             dialect.insert(_sessions)
@@ -116,11 +112,7 @@ class SessionRepository:
 
     def upsert(self, record: SessionRecord) -> None:
         """Insert or update the session, its context and its checkpoint metadata in place."""
-        values = _lifecycle(record) | {
-            "session_id": record.id,
-            "project_id": record.project_id,
-            "native_session_id": record.native_session_id,
-        }
+        values = _session_row(record)
         _upsert(self._connection, _sessions, values, {"updated_at": sa.func.current_timestamp()})
         _upsert(
             self._connection,
@@ -190,6 +182,14 @@ class SessionRepository:
             sa.delete(_sessions).where(_sessions.c.session_id == session_id)
         )
         return result.rowcount > 0
+
+
+def _session_row(record: SessionRecord) -> dict[str, Any]:
+    return _lifecycle(record) | {
+        "session_id": record.id,
+        "project_id": record.project_id,
+        "native_session_id": record.native_session_id,
+    }
 
 
 def _lifecycle(record: SessionRecord) -> dict[str, Any]:

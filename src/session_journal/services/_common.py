@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+from ..errors import SessionNotFound
 from ..events import OutcomeReason, SessionFault
 from ..records import SessionRecord
+from ..repositories import StoredLifecycle
 from ..unit_of_work import UnitOfWork
 from ..validation import encode_json
 
@@ -26,4 +28,13 @@ def record_fault_transition(
     if record.last_error is None or record.last_error == previous_error:
         return
     fault = SessionFault(reason=OutcomeReason.LIFECYCLE_FAILED, message=record.last_error)
-    uow.events.append(record.id, now_ms(), encode_json(fault, "session fault", max_bytes))
+    uow.events.append_encoded(record.id, now_ms(), encode_json(fault, "session fault", max_bytes))
+
+
+def lock_session(uow: UnitOfWork, session_id: str) -> StoredLifecycle:
+    """The session's stored lifecycle, its row locked until commit; `SessionNotFound` if the
+    session does not exist. Every writer locks the session row first (one lock order)."""
+    stored = uow.sessions.lock(session_id)
+    if stored is None:
+        raise SessionNotFound(f"session {session_id!r} does not exist")
+    return stored

@@ -50,7 +50,7 @@ class ActivityService:
                 stored = uow.activity.get(session_id)
                 if stored is not None and _canonical(stored) == canonical:
                     continue
-                uow.events.append(session_id, at, event)
+                uow.events.append_encoded(session_id, at, event)
                 uow.activity.put(session_id, canonical)
                 appended += 1
             uow.commit()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner, SessionNotFound
+from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..events import (
     CommandEnded,
     CommandOwner,
@@ -18,7 +18,7 @@ from ..records import CheckpointOperation, SessionRecord, SessionState, revalida
 from ..repositories import StoredLifecycle
 from ..unit_of_work import Database, UnitOfWork
 from ..validation import check_text, encode_json, require_id
-from ._common import now_ms, record_fault_transition
+from ._common import lock_session, now_ms, record_fault_transition
 
 BUSY_STATES = (SessionState.CHECKPOINTING, SessionState.CLOSING, SessionState.DESTROYING)
 
@@ -37,7 +37,7 @@ class CheckpointService:
         record = revalidate(record, SessionRecord, "session record")
         command_id = require_id(command_id, "command_id")
         with self._database.writing(f"begin checkpoint of {record.id!r}") as uow:
-            stored = self._stored(uow, record.id)
+            stored = lock_session(uow, record.id)
             if stored.state in BUSY_STATES or uow.checkpoints.lock(record.id) is not None:
                 raise LifecycleConflict(
                     f"session {record.id!r} is already in a lifecycle operation "
@@ -77,7 +77,7 @@ class CheckpointService:
                 f"session {record.id!r}: successful checkpoint has no archive metadata"
             )
         with self._database.writing(f"save checkpoint of {record.id!r}") as uow:
-            stored = self._stored(uow, record.id)
+            stored = lock_session(uow, record.id)
             operation = uow.checkpoints.lock(record.id)
             if operation is None or operation.command_id != command_id:
                 raise NotOperationOwner(
@@ -145,12 +145,6 @@ class CheckpointService:
         with self._database.reading(f"get checkpoint of {session_id!r}") as uow:
             return uow.checkpoints.get(session_id)
 
-    def _stored(self, uow: UnitOfWork, session_id: str) -> StoredLifecycle:
-        stored = uow.sessions.lock(session_id)
-        if stored is None:
-            raise SessionNotFound(f"session {session_id!r} does not exist")
-        return stored
-
     def _save_lifecycle(
         self, uow: UnitOfWork, record: SessionRecord, stored: StoredLifecycle
     ) -> None:
@@ -179,7 +173,7 @@ class CheckpointService:
             )
         )
         body = encode_json(ended, "checkpoint result", self._max_bytes)
-        uow.events.append(operation.session_id, now_ms(), body)
+        uow.events.append_encoded(operation.session_id, now_ms(), body)
         uow.checkpoints.delete(operation.session_id)
 
 

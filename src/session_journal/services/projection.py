@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import ChainBroken, InvalidRecord, SessionNotFound
+from ..errors import ChainBroken, InvalidRecord
 from ..records import revalidate
 from ..relay.events import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
@@ -12,6 +12,7 @@ from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
 from ..repositories import StoredProjection
 from ..unit_of_work import Database
 from ..validation import check_json_depth, encode_json, require_id
+from ._common import lock_session
 
 
 class ProjectionService:
@@ -32,8 +33,7 @@ class ProjectionService:
         checked = _checked(events)
         max_bytes = self._database.options.max_body_bytes
         with self._database.writing(f"apply relay events of {session_id!r}") as uow:
-            if uow.sessions.lock(session_id) is None:
-                raise SessionNotFound(f"session {session_id!r} does not exist")
+            lock_session(uow, session_id)
             stored = uow.projection.get(session_id) or StoredProjection(0, "", ProjectionState())
             ordinal, digest = stored.ordinal, stored.digest
             projector = Projector(stored.state)
@@ -57,7 +57,7 @@ class ProjectionService:
                     encoded = encode_json(
                         body, f"event of relay ordinal {event.ordinal}", max_bytes
                     )
-                    uow.events.append(session_id, event.recorded_at_ms, encoded)
+                    uow.events.append_encoded(session_id, event.recorded_at_ms, encoded)
                 items.extend(new_items)
                 ordinal, digest = event.ordinal, event.digest
             applied = ordinal - stored.ordinal

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import builtins
 
-from ..errors import SessionNotFound
 from ..records import SessionRecord, revalidate
 from ..unit_of_work import Database
 from ..validation import optional_id, require_id
-from ._common import record_fault_transition
+from ._common import lock_session, record_fault_transition
 
 
 class SessionService:
@@ -37,9 +36,7 @@ class SessionService:
         (`SessionNotFound` otherwise); a new `last_error` appends one `session_fault`."""
         record = revalidate(record, SessionRecord, "session record")
         with self._database.writing(f"save lifecycle of session {record.id!r}") as uow:
-            stored = uow.sessions.lock(record.id)
-            if stored is None:
-                raise SessionNotFound(f"session {record.id!r} does not exist")
+            stored = lock_session(uow, record.id)
             uow.sessions.update_lifecycle(record)
             record_fault_transition(
                 uow, record, stored.last_error, self._database.options.max_body_bytes
