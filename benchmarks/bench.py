@@ -13,10 +13,10 @@ gives events/s of each and the ratio api / bare, against the targets in `TARGETS
    `store.events.load(filter, after_seq=cursor, limit=1000)` following `next_after_seq` until a page
    is empty: all events, one session, one workspace. Bare: the same `SELECT seq, session_id,
    recorded_at_ms, body ... WHERE seq > ? [AND filter] ORDER BY seq LIMIT ?` loop on the same
-   database. The bare loops fetch what each driver returns by default, as the issue's reference
-   figures did: sqlite3 returns the body as text (no decoding: a floor the API, which decodes
-   every body into typed models, cannot approach), psycopg decodes `json` columns with
-   `json.loads`. `--bare-text` makes psycopg return the text too (about 2.5x faster).
+   database, fetching the body as text (psycopg with a text loader for `json`): the API returns
+   events whose bodies are decoded when first read, so both sides deliver undecoded bodies.
+   "catch-up all, bodies read" (no target) reads every body on both sides: the API decodes it
+   into the typed model, the bare loop calls `json.loads`.
 3. tail: `store.events.load(after_seq=latest - 10)` repeated (10 events per call); bare: the
    same SELECT.
 4. 4 processes (PostgreSQL only), each with its own Store, append concurrently with
@@ -34,6 +34,7 @@ Usage: `bench.py [--quick] [--only sqlite|postgresql]`; `--quick` scales every c
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import platform
@@ -41,106 +42,38 @@ import sqlite3
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import psycopg
 import sqlalchemy as sa
-from psycopg.types.string import TextLoader
+from _databases import POSTGRES
+from _harness import (
+    QUICK,
+    Backend,
+    Connection,
+    Row,
+    Scale,
+    compare,
+    now_ms,
+    pg_conninfo,
+    postgres_version,
+    print_table,
+)
 
 from session_journal import ApiEventFilter, OutcomeReason, SessionFault, SessionRecord, Store
 
-POSTGRES_ENV = "SESSION_JOURNAL_BENCH_POSTGRES_URL"
-DEFAULT_POSTGRES = "postgresql+psycopg://root@127.0.0.1:5432/test"
 # 210 characters: the stored SessionFault body is then 300 bytes.
 MESSAGE = ("image pull failed: registry timed out after 30s; retrying with backoff. " * 3)[:210]
 BODY = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=MESSAGE).model_dump_json()
 PAGE = 1000
-BARE_TEXT = False  # --bare-text
 ROUNDS = 4  # read workloads: api and bare alternate this many turns
 WRITE_CHUNK = 100  # write workloads: api and bare alternate every this many events
 # Minimum api / bare ratio by (backend, kind of workload).
 TARGETS = {("sqlite", "append"): 0.5, ("postgresql", "append"): 0.5}
 TARGETS |= {("sqlite", "catch-up"): 0.25, ("postgresql", "catch-up"): 0.5}
-
-Connection = Any  # a DB-API connection: sqlite3.Connection or psycopg.Connection
-
-
-@dataclass(frozen=True)
-class Scale:
-    appends: int = 20_000
-    sessions: int = 50
-    workspaces: int = 5
-    log_events: int = 200_000
-    batch: int = 5_000
-    tail_reads: int = 2_000
-    processes: int = 4
-    per_process: int = 5_000
-    min_seconds: float = 2.0
-
-
-QUICK = Scale(appends=2_000, log_events=20_000, tail_reads=200, per_process=500, min_seconds=0.3)
-
-
-@dataclass
-class Row:
-    backend: str
-    workload: str
-    api: float
-    bare: float
-    kind: str = ""  # the key of TARGETS, if any
-
-
-@dataclass
-class Backend:
-    """Where the databases of one backend live and how the bare driver connects to them."""
-
-    name: str
-    base: str  # a temporary directory (SQLite) or a server URL (PostgreSQL)
-    schemas: list[str] = field(default_factory=list)
-
-    def fresh_url(self, tag: str) -> str:
-        if self.name == "sqlite":
-            return f"sqlite:///{self.base}/{tag}.db"
-        schema = f"sj_bench_{uuid.uuid4().hex[:10]}_{tag}"
-        with closing(psycopg.connect(pg_conninfo(self.base), autocommit=True)) as admin:
-            admin.execute(f"CREATE SCHEMA {schema}")
-        self.schemas.append(schema)
-        url = sa.make_url(self.base).update_query_dict({"options": f"-csearch_path={schema}"})
-        return url.render_as_string(hide_password=False)
-
-    def connect(self, url: str) -> Connection:
-        if self.name == "sqlite":
-            connection = sqlite3.connect(str(sa.make_url(url).database))
-            for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
-                connection.execute(f"PRAGMA {pragma}")
-            return connection
-        pg = psycopg.connect(pg_conninfo(url))
-        if BARE_TEXT:
-            pg.adapters.register_loader("json", TextLoader)  # rows as text, no JSON decoding
-        return pg
-
-    def sql(self, text: str) -> str:
-        return text if self.name == "sqlite" else text.replace("?", "%s")
-
-    def drop(self) -> None:
-        if not self.schemas:
-            return
-        with closing(psycopg.connect(pg_conninfo(self.base), autocommit=True)) as admin:
-            for schema in self.schemas:
-                admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
-
-def pg_conninfo(url: str) -> str:
-    return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def session_ids(scale: Scale) -> list[str]:
@@ -155,25 +88,6 @@ def open_store(url: str, scale: Scale) -> Store:
             SessionRecord(id=session_id, project_id="bench-project", workspace_id=workspace)
         )
     return store
-
-
-def compare(
-    api: Callable[[], int], bare: Callable[[], int], rounds: int, seconds: float = 0.0
-) -> tuple[float, float]:
-    """Events/s of `api` and `bare` (each returns the events it handled), run in alternating
-    turns so that drift in disk latency or CPU contention hits both alike; each turn repeats its
-    work for at least `seconds`."""
-    if seconds:  # reads: one untimed pass each first (caches, prepared statements)
-        api(), bare()
-    totals = {api: [0, 0.0], bare: [0, 0.0]}
-    for _ in range(rounds):
-        for work, total in totals.items():
-            started = now = time.perf_counter()
-            while now - started <= seconds:
-                total[0] += work()
-                now = time.perf_counter()
-            total[1] += now - started
-    return totals[api][0] / totals[api][1], totals[bare][0] / totals[bare][1]
 
 
 # 1. single-event append
@@ -244,23 +158,31 @@ def load_log(store: Store, scale: Scale) -> None:
             uow.commit()
 
 
-def api_catch_up(store: Store, event_filter: ApiEventFilter | None) -> int:
+def api_catch_up(store: Store, event_filter: ApiEventFilter | None, read_bodies: bool) -> int:
     cursor = count = 0
     while True:
         page = store.events.load(event_filter, after_seq=cursor, limit=PAGE)
         if not page.events:
             return count
+        if read_bodies:
+            for event in page.events:
+                event.event  # noqa: B018 (decodes the body)
         count += len(page.events)
         cursor = page.next_after_seq
 
 
-def bare_catch_up(connection: Connection, sql: str, params: tuple[Any, ...]) -> int:
+def bare_catch_up(
+    connection: Connection, sql: str, params: tuple[Any, ...], read_bodies: bool
+) -> int:
     cursor, after, count = connection.cursor(), 0, 0
     while True:
         cursor.execute(sql, (after, *params, PAGE))
         rows = cursor.fetchall()
         if not rows:
             return count
+        if read_bodies:
+            for row in rows:
+                json.loads(row[3])
         count += len(rows)
         after = rows[-1][0]
 
@@ -293,20 +215,21 @@ def reads(backend: Backend, scale: Scale) -> list[Row]:
             connection.autocommit = True  # bare reads: no transaction left open
         session, workspace = session_ids(scale)[0], "bench-ws-0"
         turns = (ROUNDS, scale.min_seconds / ROUNDS)
-        variants: list[tuple[str, ApiEventFilter | None, str, tuple[str, ...]]] = [
-            ("catch-up all", None, SELECT + ORDER, ()),
-            ("catch-up 1 session", ApiEventFilter(session_id=session), BY_SESSION, (session,)),
-            (
-                "catch-up 1 workspace",
-                ApiEventFilter(workspace_id=workspace),
-                IN_WORKSPACE,
-                (workspace,),
-            ),
+        by_session, by_workspace = (
+            ApiEventFilter(session_id=session),
+            ApiEventFilter(workspace_id=workspace),
+        )
+        variants: list[tuple[str, ApiEventFilter | None, str, tuple[str, ...], bool]] = [
+            ("catch-up all", None, SELECT + ORDER, (), False),
+            ("catch-up 1 session", by_session, BY_SESSION, (session,), False),
+            ("catch-up 1 workspace", by_workspace, IN_WORKSPACE, (workspace,), False),
+            ("catch-up all, bodies read", None, SELECT + ORDER, (), True),
         ]
-        for name, event_filter, sql, params in variants:
-            api = partial(api_catch_up, store, event_filter)
-            bare = partial(bare_catch_up, connection, backend.sql(sql), params)
-            rows.append(Row(backend.name, name, *compare(api, bare, *turns), "catch-up"))
+        for name, event_filter, sql, params, read_bodies in variants:
+            api = partial(api_catch_up, store, event_filter, read_bodies)
+            bare = partial(bare_catch_up, connection, backend.sql(sql), params, read_bodies)
+            kind = "" if read_bodies else "catch-up"
+            rows.append(Row(backend.name, name, *compare(api, bare, *turns), kind))
         after = store.events.latest_seq() - 10
         api = partial(api_tail, store, scale.tail_reads, after)
         bare = partial(bare_tail, connection, backend.sql(SELECT + ORDER), scale.tail_reads, after)
@@ -387,44 +310,13 @@ def writes(backend: Backend, scale: Scale) -> list[Row]:
     return rows
 
 
-def postgres_version(url: str) -> str | None:
-    try:
-        with closing(psycopg.connect(pg_conninfo(url), connect_timeout=3)) as connection:
-            row = connection.execute(
-                "SELECT current_setting('server_version'), current_setting('fsync'),"
-                " current_setting('synchronous_commit')"
-            ).fetchone()
-    except psycopg.Error as error:
-        reason = str(error).strip().splitlines()[0]
-        print(f"PostgreSQL at {url} does not answer ({reason}): skipped")
-        return None
-    assert row is not None
-    return f"{row[0]} (fsync={row[1]}, synchronous_commit={row[2]})"
-
-
-def print_table(rows: list[Row]) -> None:
-    header = f"{'backend':<11}{'workload':<26}{'api ev/s':>11}{'bare ev/s':>11}{'ratio':>8}  target"
-    print("\n" + header + "\n" + "-" * (len(header) + 6))
-    for row in rows:
-        target, ratio = TARGETS.get((row.backend, row.kind)), row.api / row.bare
-        verdict = "-" if target is None else f">= {target:.2f} "
-        verdict += "" if target is None else ("PASS" if ratio >= target else "MISS")
-        numbers = f"{row.api:>11,.0f}{row.bare:>11,.0f}{ratio:>7.2f}x"
-        print(f"{row.backend:<11}{row.workload:<26}{numbers}  {verdict}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="scale counts down ~10x")
     parser.add_argument("--only", choices=("sqlite", "postgresql"))
-    parser.add_argument(
-        "--bare-text", action="store_true", help="bare psycopg reads json columns as text"
-    )
     args = parser.parse_args(argv)
-    global BARE_TEXT
-    BARE_TEXT = args.bare_text
     scale = QUICK if args.quick else Scale()
-    pg_url = os.environ.get(POSTGRES_ENV) or DEFAULT_POSTGRES
+    pg_url = POSTGRES
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     versions = f"psycopg {psycopg.__version__}, sqlalchemy {sa.__version__}"
     print(f"sqlite {sqlite3.sqlite_version}, {versions}")
@@ -443,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows += reads(backend, scale)
             finally:
                 backend.drop()
-    print_table(rows)
+    print_table(rows, TARGETS)
     return 0
 
 

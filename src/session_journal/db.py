@@ -7,7 +7,8 @@ of failing halfway, and a plain `BEGIN` for readers, whose snapshot starts at th
 WAL lets readers run while a writer commits.
 
 PostgreSQL: writers run in READ COMMITTED (the `event_sequences` row lock orders them); readers
-run in REPEATABLE READ so that a page and its `latest_seq` come from one snapshot.
+run in REPEATABLE READ so that every statement of a read sees one snapshot. Event pages are one
+statement (page and `latest_seq` together) and run without a transaction (`reading_one_statement`).
 """
 
 from __future__ import annotations

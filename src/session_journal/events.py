@@ -3,14 +3,15 @@
 An event body is stored and sent as `{"type": <tag>, "data": {<fields>}}`. The Python classes
 keep their fields at the top level (`TurnStarted(turn_id=1, ...)`), dump themselves in the wrapped
 form, and validate either form; the wrapped form is read by pydantic-core without Python code,
-which is what keeps paging fast.
+and an event of a page keeps its body undecoded until it is first used (`ApiEvent`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -19,11 +20,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
     model_serializer,
 )
+from pydantic.main import TupleGenerator
 
 from .elicitation import ElicitationRequest
 from .validation import Id
@@ -242,12 +245,61 @@ class ApiEventFilter(BaseModel):
 
 
 class ApiEvent(BaseModel):
-    """One event of the ordered log."""
+    """One event of the ordered log. An event read from the log decodes its stored body when it
+    is first used; a body that does not decode becomes a `LegacyNotice`, never an error."""
 
+    # Lazy bodies: a page holds each body as its stored text (`_stored_body`, `event` absent from
+    # `__dict__`) and decodes it when `event` is first read, or when the event is dumped,
+    # compared, printed or iterated. A follower that pages through the log looking only at seqs
+    # or sessions pays for the rows, not for bodies it never reads (decoding costs about three
+    # times the fetch on SQLite; README, Performance). Decoding is idempotent, so pages may be
+    # shared between threads.
     seq: int
     session_id: str
     recorded_at_ms: int
     event: ApiEventData
+    _stored_body: str | None = PrivateAttr(default=None)
+
+    def _decode_stored(self) -> None:
+        # Idempotent: two threads decoding at once both store an equal body.
+        private = self.__pydantic_private__
+        body: str | None = None if private is None else private["_stored_body"]
+        if private is None or body is None:
+            return
+        if "event" not in self.__dict__:  # else `event` was assigned meanwhile
+            self.__dict__["event"] = decode_body(body)
+        private["_stored_body"] = None
+
+    if not TYPE_CHECKING:  # as in BaseModel: keeps mypy's attribute checks on ApiEvent
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only while `event` is not in `__dict__`, i.e. not decoded yet.
+            if name == "event":
+                self._decode_stored()
+                if "event" in self.__dict__:
+                    return self.__dict__["event"]
+            return super().__getattr__(name)
+
+    # No return annotation: pydantic would take it as the serialized schema (`Any` gives `{}`);
+    # without one, JSON schemas in serialization mode keep ApiEvent's fields.
+    @model_serializer(mode="wrap")
+    def _decoded(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        self._decode_stored()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._decode_stored()
+        if isinstance(other, ApiEvent):
+            other._decode_stored()
+        return super().__eq__(other)
+
+    def __iter__(self) -> TupleGenerator:
+        self._decode_stored()
+        yield from super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._decode_stored()
+        return super().__repr_args__()
 
 
 class ApiEventPage(BaseModel):
@@ -259,7 +311,28 @@ class ApiEventPage(BaseModel):
 
 
 EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
-EVENT_LIST: TypeAdapter[list[ApiEvent]] = TypeAdapter(list[ApiEvent])
+_ALL_FIELDS = frozenset(ApiEvent.model_fields)
+
+
+def stored_events(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
+    """Events of stored rows `(seq, session_id, recorded_at_ms, body text)`, bodies undecoded.
+
+    Built without validation, as `model_construct` does but several times faster: the three
+    scalars come from typed, NOT NULL columns, and the body is validated when it is decoded.
+    """
+    new, assign, events = object.__new__, object.__setattr__, []
+    for seq, session_id, recorded_at_ms, body in rows:
+        event = new(ApiEvent)
+        assign(
+            event,
+            "__dict__",
+            {"seq": seq, "session_id": session_id, "recorded_at_ms": recorded_at_ms},
+        )
+        assign(event, "__pydantic_fields_set__", set(_ALL_FIELDS))
+        assign(event, "__pydantic_extra__", None)
+        assign(event, "__pydantic_private__", {"_stored_body": body})
+        events.append(event)
+    return events
 
 
 def decode_body(body: str) -> ApiEventData:

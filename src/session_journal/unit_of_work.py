@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -101,6 +102,22 @@ class Database:
             connection.begin(),
         ):
             yield UnitOfWork(connection)
+
+    @contextmanager
+    def reading_one_statement(self, action: str = "read") -> Iterator[UnitOfWork]:
+        """For a read made of one statement, which sees one snapshot by itself: no transaction
+        is opened around it (on PostgreSQL the connection is in autocommit for the block, which
+        saves the BEGIN and COMMIT round trips). Use `reading()` for anything more."""
+        with translate_errors(action), self.reader.connect() as connection:
+            driver = connection.connection.driver_connection
+            if not isinstance(driver, psycopg.Connection):  # SQLite: pysqlite's autocommit
+                yield UnitOfWork(connection)
+                return
+            driver.autocommit = True
+            try:
+                yield UnitOfWork(connection)
+            finally:
+                driver.autocommit = False
 
     def dispose(self) -> None:
         """Close every pooled connection."""

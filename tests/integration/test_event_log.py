@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from session_journal import (
     ActivityChanged,
@@ -19,6 +20,7 @@ from session_journal import (
     SessionFault,
     SessionNotFound,
     SessionState,
+    StorageError,
     Store,
 )
 from tests.factories import ActivityFactory, SessionFactory
@@ -290,6 +292,21 @@ def test_an_undecodable_stored_body_is_returned_as_a_legacy_notice(store: Store)
     assert (mystery.original_type, mystery.command_id) == ("mystery", "c-1")
     assert (broken.original_type, broken.command_id) == ("session_fault", None)
     assert "reason" in broken.message
+
+
+def test_a_damaged_frontier_is_a_storage_error_not_an_empty_log(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="session-1"))
+    two_events(store)
+    with store.unit_of_work() as uow:
+        uow.connection.execute(sa.text("DELETE FROM event_sequences"))
+        uow.commit()
+    for read in (
+        store.events.latest_seq,
+        lambda: store.events.load(after_seq=0),
+        lambda: store.events.load(),
+    ):
+        with pytest.raises(StorageError, match="event_sequences has no 'api_events' row"):
+            read()
 
 
 def test_a_deeply_nested_stored_body_does_not_stop_the_feed(store: Store) -> None:

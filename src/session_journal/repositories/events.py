@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import gc
-import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ..errors import InvalidRecord
-from ..events import EVENT_DATA, EVENT_LIST, ApiEvent, ApiEventFilter, decode_body
+from ..errors import InvalidRecord, StorageError
+from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..validation import check_json_depth, describe, require_id, require_int
 from ._tables import contexts as _contexts
 from ._tables import events as _events
@@ -71,9 +71,11 @@ _APPEND_ONE = (
     .add_cte(_taken, nest_here=True)
 )
 _LATEST_SEQ = sa.select(_sequences.c.last_seq).where(_sequences.c.name == API_EVENTS)
+_by_seq = itemgetter(0)
+_NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
 
 
-def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Select[Any]:
+def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.CompoundSelect[Any]:
     # One statement per backend and filter combination, so each gets its own plan: a generic
     # `(:sid IS NULL OR session_id = :sid)` keeps SQLite off the (session_id, seq) index, and the
     # workspace filter must let both backends walk the log in seq order and stop when the page is
@@ -95,7 +97,13 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Sel
             # PostgreSQL plans the correlated EXISTS as a nested loop in seq order.
             correlated = members.where(_contexts.c.session_id == _events.c.session_id)
             query = query.where(correlated.exists())
-    return query.order_by(_events.c.seq).limit(sa.bindparam("limit"))
+    page = query.order_by(_events.c.seq).limit(sa.bindparam("limit")).subquery("page")
+    # The frontier rides along as one more row (its session_id is NULL), so that the page and
+    # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
+    frontier = sa.select(_sequences.c.last_seq, sa.null(), sa.null(), sa.null()).where(
+        _sequences.c.name == API_EVENTS
+    )
+    return sa.union_all(sa.select(page), frontier)
 
 
 _PAGE_QUERIES = {
@@ -182,11 +190,16 @@ class EventRepository:
 
     def latest_seq(self) -> int:
         """The frontier: the largest seq ever assigned (deletions never lower it)."""
-        latest: int = self._connection.execute(_LATEST_SEQ).scalar_one()
-        return latest
+        row = _driver(self._connection, _LATEST_SEQ, {}).fetchone()
+        if row is None:
+            raise StorageError(_NO_FRONTIER)
+        return int(row[0])
 
-    def page(self, event_filter: ApiEventFilter, after_seq: int, limit: int) -> list[ApiEvent]:
-        """Events after `after_seq` matching the filter, ascending, at most `limit`."""
+    def page(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, list[ApiEvent]]:
+        """The frontier and the events after `after_seq` matching the filter, ascending, at most
+        `limit`, read by one statement (so from one snapshot, also outside a transaction)."""
         query = _PAGE_QUERIES[
             (
                 self._connection.dialect.name == "sqlite",
@@ -200,10 +213,28 @@ class EventRepository:
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
         with _collector_paused():
-            return _decode_page(_driver(self._connection, query, params).fetchall())
+            latest, rows = split_frontier(_driver(self._connection, query, params).fetchall())
+            return latest, stored_events(rows)
 
 
-_quote = lru_cache(maxsize=4096)(json.dumps)
+def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
+    """The frontier (the row whose session_id is NULL) and the event rows in seq order.
+
+    The page statement has no ORDER BY over its UNION ALL (a sort there costs more than the
+    rest of the statement): both backends return the page branch, in its own order, then the
+    frontier row. This does not rely on that: it finds the frontier row anywhere and sorts the
+    events by seq, which takes one pass over rows already in order.
+    """
+    if rows and rows[-1][1] is None:
+        frontier = rows.pop()
+    else:
+        found = [row for row in rows if row[1] is None]
+        if not found:
+            raise StorageError(_NO_FRONTIER)
+        frontier = found[0]
+        rows.remove(frontier)
+    rows.sort(key=_by_seq)
+    return int(frontier[0]), rows
 
 
 def _driver(connection: sa.Connection, statement: sa.Executable, params: dict[str, Any]) -> Any:
@@ -249,30 +280,3 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def _decode_page(rows: Sequence[Any]) -> list[ApiEvent]:
-    # Fast path: the page as one JSON document validated by pydantic-core in one call (several
-    # times faster than a model per row). A body that does not decode, or text that does not
-    # frame as exactly these rows, falls back to row-by-row decoding, where an undecodable body
-    # becomes a LegacyNotice instead of failing the page.
-    text = (
-        "["
-        + ",".join(
-            f'{{"seq":{seq},"session_id":{_quote(session_id)},"recorded_at_ms":{at},"event":{body}}}'
-            for seq, session_id, at, body in rows
-        )
-        + "]"
-    )
-    try:
-        events = EVENT_LIST.validate_json(text)
-        # A body that is not one JSON value (SQLite does not check) could frame other events.
-        framed = [(event.seq, event.session_id, event.recorded_at_ms) for event in events]
-        if framed == [tuple(row[:3]) for row in rows]:
-            return events
-    except ValueError:
-        pass
-    return [
-        ApiEvent(seq=seq, session_id=session_id, recorded_at_ms=at, event=decode_body(body))
-        for seq, session_id, at, body in rows
-    ]

@@ -1,0 +1,135 @@
+"""What the throughput benchmarks share: scales, the API-vs-bare comparison, the table."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from psycopg.types.string import TextLoader
+
+Connection = Any  # a DB-API connection: sqlite3.Connection or psycopg.Connection
+
+
+@dataclass(frozen=True)
+class Scale:
+    appends: int = 20_000
+    sessions: int = 50
+    workspaces: int = 5
+    log_events: int = 200_000
+    batch: int = 5_000
+    tail_reads: int = 2_000
+    processes: int = 4
+    per_process: int = 5_000
+    min_seconds: float = 2.0
+
+
+QUICK = Scale(appends=2_000, log_events=20_000, tail_reads=200, per_process=500, min_seconds=0.3)
+
+
+@dataclass
+class Row:
+    backend: str
+    workload: str
+    api: float
+    bare: float
+    kind: str = ""  # with the backend, the key of its target, if any
+
+
+@dataclass
+class Backend:
+    """Where the databases of one backend live and how the bare driver connects to them."""
+
+    name: str
+    base: str  # a temporary directory (SQLite) or a server URL (PostgreSQL)
+    schemas: list[str] = field(default_factory=list)
+
+    def fresh_url(self, tag: str) -> str:
+        if self.name == "sqlite":
+            return f"sqlite:///{self.base}/{tag}.db"
+        schema = f"sj_bench_{uuid.uuid4().hex[:10]}_{tag}"
+        with closing(psycopg.connect(pg_conninfo(self.base), autocommit=True)) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+        self.schemas.append(schema)
+        url = sa.make_url(self.base).update_query_dict({"options": f"-csearch_path={schema}"})
+        return url.render_as_string(hide_password=False)
+
+    def connect(self, url: str) -> Connection:
+        if self.name == "sqlite":
+            connection = sqlite3.connect(str(sa.make_url(url).database))
+            for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
+                connection.execute(f"PRAGMA {pragma}")
+            return connection
+        pg = psycopg.connect(pg_conninfo(url))
+        pg.adapters.register_loader("json", TextLoader)  # bodies as text, as sqlite3 returns them
+        return pg
+
+    def sql(self, text: str) -> str:
+        return text if self.name == "sqlite" else text.replace("?", "%s")
+
+    def drop(self) -> None:
+        if not self.schemas:
+            return
+        with closing(psycopg.connect(pg_conninfo(self.base), autocommit=True)) as admin:
+            for schema in self.schemas:
+                admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def pg_conninfo(url: str) -> str:
+    return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def compare(
+    api: Callable[[], int], bare: Callable[[], int], rounds: int, seconds: float = 0.0
+) -> tuple[float, float]:
+    """Events/s of `api` and `bare` (each returns the events it handled), run in alternating
+    turns so that drift in disk latency or CPU contention hits both alike; each turn repeats its
+    work for at least `seconds`."""
+    if seconds:  # reads: one untimed pass each first (caches, prepared statements)
+        api(), bare()
+    totals = {api: [0, 0.0], bare: [0, 0.0]}
+    for _ in range(rounds):
+        for work, total in totals.items():
+            started = now = time.perf_counter()
+            while now - started <= seconds:
+                total[0] += work()
+                now = time.perf_counter()
+            total[1] += now - started
+    return totals[api][0] / totals[api][1], totals[bare][0] / totals[bare][1]
+
+
+def postgres_version(url: str) -> str | None:
+    try:
+        with closing(psycopg.connect(pg_conninfo(url), connect_timeout=3)) as connection:
+            row = connection.execute(
+                "SELECT current_setting('server_version'), current_setting('fsync'),"
+                " current_setting('synchronous_commit')"
+            ).fetchone()
+    except psycopg.Error as error:
+        reason = str(error).strip().splitlines()[0]
+        print(f"PostgreSQL at {url} does not answer ({reason}): skipped")
+        return None
+    assert row is not None
+    return f"{row[0]} (fsync={row[1]}, synchronous_commit={row[2]})"
+
+
+def print_table(rows: list[Row], targets: dict[tuple[str, str], float]) -> None:
+    """Events/s of each row, the ratio api / bare and its verdict against `targets`."""
+    header = f"{'backend':<11}{'workload':<26}{'api ev/s':>11}{'bare ev/s':>11}{'ratio':>8}  target"
+    print("\n" + header + "\n" + "-" * (len(header) + 6))
+    for row in rows:
+        target, ratio = targets.get((row.backend, row.kind)), row.api / row.bare
+        verdict = "-" if target is None else f">= {target:.2f} "
+        verdict += "" if target is None else ("PASS" if ratio >= target else "MISS")
+        numbers = f"{row.api:>11,.0f}{row.bare:>11,.0f}{ratio:>7.2f}x"
+        print(f"{row.backend:<11}{row.workload:<26}{numbers}  {verdict}")
