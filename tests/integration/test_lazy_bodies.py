@@ -45,6 +45,8 @@ def test_dumps_equality_repr_and_iteration_decode_first(store: Store) -> None:
     assert expected == first_event(store)
     assert repr(first_event(store)) == repr(expected)
     assert dict(first_event(store)) == dict(expected)
+    assert first_event(store).model_fields_set == set(ApiEvent.model_fields)
+    assert first_event(store).model_dump(exclude_unset=True) == expected.model_dump()
     page = store.events.load(after_seq=0)
     assert isinstance(page, ApiEventPage)
     assert json.loads(page.model_dump_json())["events"] == [expected.model_dump(mode="json")]

@@ -249,7 +249,9 @@ def _driver(connection: sa.Connection, statement: sa.Executable, params: dict[st
     arguments: Any = values if positions is None else [values[key] for key in positions]
     driver = connection.connection.driver_connection
     assert driver is not None
-    cursor = driver.cursor()
+    # psycopg: results in binary format (integers arrive unparsed; a tenth faster per page).
+    postgresql = connection.dialect.name == "postgresql"
+    cursor = driver.cursor(binary=True) if postgresql else driver.cursor()
     cursor.execute(compiled.string, arguments)
     return cursor
 
