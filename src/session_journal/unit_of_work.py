@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .db import create_engine, translate_errors
-from .errors import SessionJournalError
+from .errors import SessionJournalError, StorageError
 from .repositories import (
     ActivityRepository,
     CheckpointRepository,
@@ -57,6 +57,10 @@ class Database:
         self.reader: Engine = create_engine(url, options, role="reader")
         self._write_lock = threading.Lock()
         self._writer_thread: int | None = None  # the thread inside `writing()`, if any
+        # Writes are serialised, so they share one connection, kept between writes: checking a
+        # connection out of the pool and back costs about as much as the statements of a
+        # single-event append.
+        self._idle_writer: sa.Connection | None = None
 
     @contextmanager
     def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
@@ -67,19 +71,21 @@ class Database:
                 f"{action}: a write was started inside a unit of work of the same store; "
                 "use the unit of work's repositories instead"
             )
-        with (
-            self._write_lock,
-            self._owned(),
-            translate_errors(action),
-            self.writer.connect() as connection,
-        ):
-            uow = UnitOfWork(connection)
+        with self._write_lock, self._owned(), translate_errors(action):
+            connection, self._idle_writer = self._idle_writer or self.writer.connect(), None
+            sound = False
             try:
                 connection.begin()
-                yield uow
+                yield UnitOfWork(connection)
+                sound = True
+            except SessionJournalError as error:  # a refusal of ours leaves the connection sound
+                sound = not isinstance(error, StorageError)
+                raise
             finally:
-                if connection.in_transaction():
-                    connection.rollback()
+                if sound and not connection.invalidated:
+                    self._idle_writer = _rolled_back(connection)
+                else:
+                    _discard(connection)
 
     def writing_in_this_thread(self) -> bool:
         """Whether this thread is inside `writing()`."""
@@ -120,6 +126,27 @@ class Database:
                 driver.autocommit = False
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection and the idle writer connection."""
+        idle, self._idle_writer = self._idle_writer, None
+        if idle is not None:
+            idle.close()
         self.writer.dispose()
         self.reader.dispose()
+
+
+def _rolled_back(connection: sa.Connection) -> sa.Connection:
+    """`connection`, its transaction rolled back if the block left it open."""
+    try:
+        if connection.in_transaction():
+            connection.rollback()
+    except BaseException:
+        _discard(connection)
+        raise
+    return connection
+
+
+def _discard(connection: sa.Connection) -> None:
+    """Close a connection that may be broken (say, the server dropped it, or a driver error left
+    it in an unknown state) without talking to the database; the next write connects afresh."""
+    connection.invalidate()
+    connection.close()

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from session_journal import (
     OutcomeReason,
@@ -91,3 +92,34 @@ def test_two_controllers_saving_the_same_new_failed_session_emit_one_fault(url: 
             bodies(first)
             == [SessionFault(reason=OutcomeReason.LIFECYCLE_FAILED, message="boot failed")] * 15
         )
+
+
+def drop_writer_connection(store: Store, url: str) -> None:
+    """Break the connection the store keeps for writes, as a server restart would."""
+    idle = store._database._idle_writer
+    assert idle is not None
+    driver = idle.connection.driver_connection
+    if store._database.writer.dialect.name == "sqlite":
+        driver.close()  # type: ignore[union-attr]
+        return
+    pid = driver.info.backend_pid  # type: ignore[union-attr]
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        assert connection.scalar(sa.text(f"SELECT pg_terminate_backend({pid}, 5000)"))
+    admin.dispose()
+
+
+def test_a_write_on_a_dropped_connection_fails_once_then_writes_reconnect(
+    store: Store, url: str
+) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    assert store.faults.record_startup_fault("s", "before")
+    drop_writer_connection(store, url)
+
+    with pytest.raises(StorageError, match="record startup fault of 's' failed"):
+        store.faults.record_startup_fault("s", "lost")
+    assert store.faults.record_startup_fault("s", "after")
+    faults = [
+        SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=m) for m in ("before", "after")
+    ]
+    assert bodies(store) == faults
