@@ -60,14 +60,16 @@ class Backend:
         url = sa.make_url(self.base).update_query_dict({"options": f"-csearch_path={schema}"})
         return url.render_as_string(hide_password=False)
 
-    def connect(self, url: str) -> Connection:
+    def connect(self, url: str, json_as_text: bool = False) -> Connection:
+        """A bare connection; psycopg decodes `json` columns unless `json_as_text`."""
         if self.name == "sqlite":
             connection = sqlite3.connect(str(sa.make_url(url).database))
             for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
                 connection.execute(f"PRAGMA {pragma}")
             return connection
         pg = psycopg.connect(pg_conninfo(url))
-        pg.adapters.register_loader("json", TextLoader)  # bodies as text, as sqlite3 returns them
+        if json_as_text:
+            pg.adapters.register_loader("json", TextLoader)
         return pg
 
     def sql(self, text: str) -> str:

@@ -13,10 +13,12 @@ gives events/s of each and the ratio api / bare, against the targets in `TARGETS
    `store.events.load(filter, after_seq=cursor, limit=1000)` following `next_after_seq` until a page
    is empty: all events, one session, one workspace. Bare: the same `SELECT seq, session_id,
    recorded_at_ms, body ... WHERE seq > ? [AND filter] ORDER BY seq LIMIT ?` loop on the same
-   database, fetching the body as text (psycopg with a text loader for `json`): the API returns
-   events whose bodies are decoded when first read, so both sides deliver undecoded bodies.
-   "catch-up all, bodies read" (no target) reads every body on both sides: the API decodes it
-   into the typed model, the bare loop calls `json.loads`.
+   database. The bare loops fetch what each driver returns by default, as the issue's reference
+   figures did: sqlite3 returns the body as text, psycopg decodes `json` columns with
+   `json.loads`. The API returns events whose bodies are decoded when first used. Two more rows,
+   without targets: "catch-up all, bare text" (PostgreSQL: psycopg returns the text, as sqlite3
+   does) and "catch-up all, bodies read" (every body is read on both sides: the API decodes it
+   into the typed model; bare sqlite3 calls `json.loads`, psycopg has decoded it already).
 3. tail: `store.events.load(after_seq=latest - 10)` repeated (10 events per call); bare: the
    same SELECT.
 4. 4 processes (PostgreSQL only), each with its own Store, append concurrently with
@@ -204,31 +206,58 @@ def bare_tail(connection: Connection, sql: str, calls: int, after: int) -> int:
 def reads(backend: Backend, scale: Scale) -> list[Row]:
     url = backend.fresh_url("log")
     rows = []
-    with open_store(url, scale) as store, closing(backend.connect(url)) as connection:
+    with (
+        open_store(url, scale) as store,
+        closing(backend.connect(url)) as connection,
+        closing(backend.connect(url, json_as_text=True)) as text,
+    ):
         started = time.perf_counter()
         load_log(store, scale)
         loaded = f"{scale.log_events:,} events in {time.perf_counter() - started:.1f}s"
         print(f"  {backend.name}: loaded {loaded}", flush=True)
         connection.execute("ANALYZE")
         connection.commit()
-        if backend.name == "postgresql":
-            connection.autocommit = True  # bare reads: no transaction left open
+        if backend.name == "postgresql":  # bare reads: no transaction left open
+            connection.autocommit = text.autocommit = True
         session, workspace = session_ids(scale)[0], "bench-ws-0"
         turns = (ROUNDS, scale.min_seconds / ROUNDS)
         by_session, by_workspace = (
             ApiEventFilter(session_id=session),
             ApiEventFilter(workspace_id=workspace),
         )
-        variants: list[tuple[str, ApiEventFilter | None, str, tuple[str, ...], bool]] = [
-            ("catch-up all", None, SELECT + ORDER, (), False),
-            ("catch-up 1 session", by_session, BY_SESSION, (session,), False),
-            ("catch-up 1 workspace", by_workspace, IN_WORKSPACE, (workspace,), False),
-            ("catch-up all, bodies read", None, SELECT + ORDER, (), True),
+        # (workload, filter, bare SQL and its parameters, bodies read, bare connection, kind)
+        variants: list[tuple[str, ApiEventFilter | None, str, tuple[str, ...], bool, Any, str]]
+        variants = [
+            ("catch-up all", None, SELECT + ORDER, (), False, connection, "catch-up"),
+            (
+                "catch-up 1 session",
+                by_session,
+                BY_SESSION,
+                (session,),
+                False,
+                connection,
+                "catch-up",
+            ),
+            (
+                "catch-up 1 workspace",
+                by_workspace,
+                IN_WORKSPACE,
+                (workspace,),
+                False,
+                connection,
+                "catch-up",
+            ),
+            ("catch-up all, bodies read", None, SELECT + ORDER, (), True, connection, ""),
         ]
-        for name, event_filter, sql, params, read_bodies in variants:
+        if backend.name == "postgresql":
+            variants.insert(
+                3, ("catch-up all, bare text", None, SELECT + ORDER, (), False, text, "")
+            )
+        for name, event_filter, sql, params, read_bodies, bare_connection, kind in variants:
             api = partial(api_catch_up, store, event_filter, read_bodies)
-            bare = partial(bare_catch_up, connection, backend.sql(sql), params, read_bodies)
-            kind = "" if read_bodies else "catch-up"
+            # Bodies that psycopg decoded already need no json.loads.
+            decode = read_bodies and backend.name == "sqlite"
+            bare = partial(bare_catch_up, bare_connection, backend.sql(sql), params, decode)
             rows.append(Row(backend.name, name, *compare(api, bare, *turns), kind))
         after = store.events.latest_seq() - 10
         api = partial(api_tail, store, scale.tail_reads, after)

@@ -313,6 +313,7 @@ class ApiEventPage(BaseModel):
 EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
 _ALL_FIELDS = frozenset(ApiEvent.model_fields)
 # BaseModel's slots, set through their descriptors (a quarter faster than `object.__setattr__`).
+_SET_DICT = BaseModel.__dict__["__dict__"].__set__
 _SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
 _SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
@@ -330,7 +331,7 @@ def stored_events(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
     new, events, fields_set = object.__new__, [], set(_ALL_FIELDS)
     for seq, session_id, recorded_at_ms, body in rows:
         event = new(ApiEvent)
-        event.__dict__.update(seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms)
+        _SET_DICT(event, {"seq": seq, "session_id": session_id, "recorded_at_ms": recorded_at_ms})
         _SET_FIELDS_SET(event, fields_set)
         _SET_EXTRA(event, None)
         _SET_PRIVATE(event, {"_stored_body": body})

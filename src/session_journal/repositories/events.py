@@ -239,33 +239,37 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
 
 def _driver(connection: sa.Connection, statement: sa.Executable, params: dict[str, Any]) -> Any:
     """Run a statement of a hot path on the driver's own cursor (in the connection's current
-    transaction) and return the cursor. For pages, SQLAlchemy's Row objects cost about as much
-    as decoding the bodies; for a single append, its per-statement machinery costs about as much
-    as the statements. These statements need no bind or result processing (bodies travel as
-    text)."""
-    compiled = _compiled(connection.dialect, statement)
-    values = compiled.construct_params(params)
-    positions = compiled.positiontup
-    arguments: Any = values if positions is None else [values[key] for key in positions]
+    transaction) and return the cursor. For pages, SQLAlchemy's Row objects cost more than the
+    rows; for a single append, its per-statement machinery costs about as much as the
+    statements. These statements need no bind or result processing (bodies travel as text)."""
+    sql, positions, defaults = _compiled(connection.dialect, statement)
+    values = defaults | params
     driver = connection.connection.driver_connection
     assert driver is not None
-    # psycopg: results in binary format (integers arrive unparsed; a tenth faster per page).
-    postgresql = connection.dialect.name == "postgresql"
-    cursor = driver.cursor(binary=True) if postgresql else driver.cursor()
-    cursor.execute(compiled.string, arguments)
+    if positions is None:  # psycopg: named parameters; binary results (a tenth faster per page)
+        cursor = driver.cursor(binary=True)
+        cursor.execute(sql, values)
+    else:  # sqlite3: positional parameters
+        cursor = driver.cursor()
+        cursor.execute(sql, [values[key] for key in positions])
     return cursor
 
 
 @lru_cache(maxsize=32)
-def _compiled(dialect: Dialect, statement: sa.Executable) -> SQLCompiler:
+def _compiled(
+    dialect: Dialect, statement: sa.Executable
+) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
+    """The SQL text, the order of positional parameters (None for named ones) and the values of
+    the statement's constant binds."""
     compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
-    assert isinstance(compiled, SQLCompiler)
-    return compiled
+    assert isinstance(compiled, SQLCompiler) and not compiled.escaped_bind_names
+    positions = None if compiled.positiontup is None else tuple(compiled.positiontup)
+    return compiled.string, positions, dict(compiled.construct_params(_check=False))
 
 
 @contextmanager
 def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a page is fetched and decoded.
+    """Pause Python's cyclic garbage collector while a page is fetched and built.
 
     A page creates thousands of small containers that all stay alive until it is returned, so
     every collection triggered meanwhile promotes them, and the promotions trigger full
