@@ -71,9 +71,9 @@ class Database:
                 f"{action}: a write was started inside a unit of work of the same store; "
                 "use the unit of work's repositories instead"
             )
-        with self._write_lock, self._owned(), translate_errors(action):
+        with self._write_lock, translate_errors(action):
             connection, self._idle_writer = self._idle_writer or self.writer.connect(), None
-            sound = False
+            self._writer_thread, sound = threading.get_ident(), False
             try:
                 connection.begin()
                 yield UnitOfWork(connection)
@@ -82,6 +82,7 @@ class Database:
                 sound = not isinstance(error, StorageError)
                 raise
             finally:
+                self._writer_thread = None
                 if sound and not connection.invalidated:
                     self._idle_writer = _rolled_back(connection)
                 else:
@@ -90,14 +91,6 @@ class Database:
     def writing_in_this_thread(self) -> bool:
         """Whether this thread is inside `writing()`."""
         return self._writer_thread == threading.get_ident()
-
-    @contextmanager
-    def _owned(self) -> Iterator[None]:
-        self._writer_thread = threading.get_ident()
-        try:
-            yield
-        finally:
-            self._writer_thread = None
 
     @contextmanager
     def reading(self, action: str = "read") -> Iterator[UnitOfWork]:
