@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import (
     AliasChoices,
@@ -250,10 +250,10 @@ class ApiEvent(BaseModel):
 
     # Lazy bodies: a page holds each body as its stored text (`_stored_body`, `event` absent from
     # `__dict__`) and decodes it when `event` is first read, or when the event is dumped,
-    # compared, printed or iterated. A follower that pages through the log looking only at seqs
-    # or sessions pays for the rows, not for bodies it never reads (decoding costs about three
-    # times the fetch on SQLite; README, Performance). Decoding is idempotent, so pages may be
-    # shared between threads.
+    # compared, printed, iterated, copied or pickled. A follower that pages through the log
+    # looking only at seqs or sessions pays for the rows, not for bodies it never reads (README,
+    # Performance). Code that reads `__dict__` directly, as `vars(event)` does, sees `event` only
+    # once it is decoded. Pages may be shared between threads.
     seq: int
     session_id: str
     recorded_at_ms: int
@@ -261,13 +261,14 @@ class ApiEvent(BaseModel):
     _stored_body: str | None = PrivateAttr(default=None)
 
     def _decode_stored(self) -> None:
-        # Idempotent: two threads decoding at once both store an equal body.
+        # Safe when threads race: the first body stored wins (an assignment made meanwhile
+        # included), and everyone reads that one back from `__dict__`.
         private = self.__pydantic_private__
         body: str | None = None if private is None else private["_stored_body"]
         if private is None or body is None:
             return
-        if "event" not in self.__dict__:  # else `event` was assigned meanwhile
-            self.__dict__["event"] = decode_body(body)
+        if "event" not in self.__dict__:
+            self.__dict__.setdefault("event", decode_body(body))
         private["_stored_body"] = None
 
     if not TYPE_CHECKING:  # as in BaseModel: keeps mypy's attribute checks on ApiEvent
@@ -297,6 +298,20 @@ class ApiEvent(BaseModel):
         self._decode_stored()
         yield from super().__iter__()
 
+    # Copies and pickles take the decoded body: pydantic copies `__dict__` and the private
+    # attributes one after the other, so a body decoded in between would be in neither.
+    def __copy__(self) -> Self:
+        self._decode_stored()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
+        self._decode_stored()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._decode_stored()
+        return super().__getstate__()
+
     def __repr_args__(self) -> Any:
         self._decode_stored()
         return super().__repr_args__()
@@ -325,14 +340,11 @@ def stored_events(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
     Built without validation, as `model_construct` does but several times faster: the three
     scalars come from typed, NOT NULL columns, and the body is validated when it is decoded.
     """
-    # One fields set for the whole page: pydantic only ever adds field names to it, which are
-    # all in it already, and copies it for copies. Half the tracked objects per event, so half
-    # the garbage collector's work on a page.
-    new, events, fields_set = object.__new__, [], set(_ALL_FIELDS)
+    new, events = object.__new__, []
     for seq, session_id, recorded_at_ms, body in rows:
         event = new(ApiEvent)
         _SET_DICT(event, {"seq": seq, "session_id": session_id, "recorded_at_ms": recorded_at_ms})
-        _SET_FIELDS_SET(event, fields_set)
+        _SET_FIELDS_SET(event, set(_ALL_FIELDS))
         _SET_EXTRA(event, None)
         _SET_PRIVATE(event, {"_stored_body": body})
         events.append(event)

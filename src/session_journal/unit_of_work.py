@@ -61,6 +61,7 @@ class Database:
         # connection out of the pool and back costs about as much as the statements of a
         # single-event append.
         self._idle_writer: sa.Connection | None = None
+        self._closed = False
 
     @contextmanager
     def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
@@ -83,10 +84,32 @@ class Database:
                 raise
             finally:
                 self._writer_thread = None
-                if sound and not connection.invalidated:
-                    self._idle_writer = _rolled_back(connection)
-                else:
-                    _discard(connection)
+                self._release(connection, sound)
+
+    def _release(self, connection: sa.Connection, sound: bool) -> None:
+        """After a write: keep its connection for the next write if it is as the pool gave it;
+        else hand it back to the pool, which resets it, or discard it if it may be broken."""
+        if not sound or connection.invalidated:
+            _discard(connection)
+            return
+        if connection.closed:  # closed by the block itself
+            return
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            # Also what the driver alone knows of: psycopg opens a transaction for a statement
+            # sent to it directly after `commit()`; it must not reach the next write.
+            connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+        except BaseException:
+            _discard(connection)
+            raise
+        if (
+            self._closed
+            or connection.get_execution_options() != self.writer.get_execution_options()
+        ):
+            connection.close()
+        else:
+            self._idle_writer = connection
 
     def writing_in_this_thread(self) -> bool:
         """Whether this thread is inside `writing()`."""
@@ -116,26 +139,23 @@ class Database:
             try:
                 yield UnitOfWork(connection)
             finally:
-                driver.autocommit = False
+                try:
+                    driver.autocommit = False
+                except psycopg.Error:  # the connection died: the pool must not keep it
+                    connection.invalidate()
 
     def dispose(self) -> None:
-        """Close every pooled connection and the idle writer connection."""
-        idle, self._idle_writer = self._idle_writer, None
-        if idle is not None:
-            idle.close()
+        """Close every pooled connection and the idle writer connection. A write in progress in
+        another thread is waited for; one in progress in this thread (inside a unit of work)
+        closes its connection when it ends."""
+        self._closed = True
+        if not self.writing_in_this_thread():
+            with self._write_lock:
+                idle, self._idle_writer = self._idle_writer, None
+                if idle is not None:
+                    idle.close()
         self.writer.dispose()
         self.reader.dispose()
-
-
-def _rolled_back(connection: sa.Connection) -> sa.Connection:
-    """`connection`, its transaction rolled back if the block left it open."""
-    try:
-        if connection.in_transaction():
-            connection.rollback()
-    except BaseException:
-        _discard(connection)
-        raise
-    return connection
 
 
 def _discard(connection: sa.Connection) -> None:

@@ -7,7 +7,10 @@ import json
 import pickle
 import threading
 
+import pytest
+
 from session_journal import ApiEvent, ApiEventPage, LegacyNotice, SessionFault, Store
+from session_journal import events as events_module
 from tests.factories import SessionFactory
 from tests.helpers import startup_fault, store_raw_body
 
@@ -64,6 +67,43 @@ def test_copies_and_pickles_of_an_undecoded_event_decode_alike(store: Store) -> 
     ):
         assert duplicate.event == expected.event
         assert duplicate == expected
+
+
+def test_a_shallow_copy_shares_the_body_as_a_built_event_would(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="session-1"))
+    store.faults.record_startup_fault("session-1", "image pull failed")
+    for make_copy in (copy.copy, lambda event: event.model_copy()):
+        event = first_event(store)
+        duplicate = make_copy(event)
+        assert duplicate.event is event.event
+    pickled = pickle.loads(pickle.dumps(first_event(store)))
+    assert pickled.__getstate__()["__dict__"]["event"] == startup_fault("image pull failed")
+
+
+def test_each_event_has_its_own_fields_set(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="session-1"))
+    two = [store.faults.record_startup_fault("session-1", f"f{n}") for n in range(2)]
+    assert two == [True, True]
+    first, second = store.events.load(after_seq=0).events
+    first.model_fields_set.discard("recorded_at_ms")
+    assert second.model_dump(exclude_unset=True) == second.model_dump()
+
+
+def test_an_assignment_made_while_the_body_decodes_wins(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What another thread could do between the check and the store of a first decode.
+    store.sessions.save(SessionFactory(id="session-1"))
+    store.faults.record_startup_fault("session-1", "image pull failed")
+    event, assigned = first_event(store), startup_fault("assigned")
+
+    def decode_while_assigned(body: str) -> object:
+        event.event = assigned
+        return events_module.EVENT_DATA.validate_json(body)
+
+    monkeypatch.setattr(events_module, "decode_body", decode_while_assigned)
+    assert event.event is assigned
+    assert event.model_dump()["event"] == assigned.model_dump()
 
 
 def test_a_replaced_body_wins_over_the_stored_one(store: Store) -> None:

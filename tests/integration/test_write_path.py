@@ -16,8 +16,9 @@ from session_journal import (
     Store,
     StoreOptions,
 )
+from session_journal.unit_of_work import UnitOfWork
 from tests.factories import ActivityFactory, SessionFactory
-from tests.helpers import bodies
+from tests.helpers import bodies, startup_fault
 
 
 def test_a_sqlite_writer_that_waits_past_the_busy_timeout_gets_a_storage_error(
@@ -119,7 +120,64 @@ def test_a_write_on_a_dropped_connection_fails_once_then_writes_reconnect(
     with pytest.raises(StorageError, match="record startup fault of 's' failed"):
         store.faults.record_startup_fault("s", "lost")
     assert store.faults.record_startup_fault("s", "after")
-    faults = [
-        SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=m) for m in ("before", "after")
-    ]
-    assert bodies(store) == faults
+    assert bodies(store) == [startup_fault("before"), startup_fault("after")]
+
+
+def append_fault(uow: UnitOfWork, message: str) -> bool:
+    return uow.events.append_if_session_exists("s", 1, startup_fault(message).model_dump_json())
+
+
+def test_an_append_after_commit_that_is_never_committed_is_not_written(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    with store.unit_of_work() as uow:
+        uow.commit()
+        assert uow.events.append_if_session_exists(
+            "s", 1, startup_fault("never committed").model_dump_json()
+        )
+    assert store.faults.record_startup_fault("s", "later")
+    assert bodies(store) == [startup_fault("later")]
+
+
+def test_what_a_unit_of_work_does_to_its_connection_stays_in_it(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    with store.unit_of_work() as uow:
+        uow.commit()
+        uow.connection.execution_options(isolation_level="AUTOCOMMIT")
+    with pytest.raises(RuntimeError), store.unit_of_work() as uow:
+        assert uow.events.append_if_session_exists(
+            "s", 1, startup_fault("rolled back").model_dump_json()
+        )
+        raise RuntimeError("the caller gives up before commit()")
+    with store.unit_of_work() as uow:
+        uow.connection.close()
+    assert store.faults.record_startup_fault("s", "after")
+    assert bodies(store) == [startup_fault("after")]
+
+
+def test_closing_the_store_during_a_write_waits_for_it_and_keeps_no_connection(
+    store: Store,
+) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    inside, release = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with store.unit_of_work() as uow:
+            inside.set()
+            release.wait(10)
+            uow.events.append_if_session_exists(
+                "s", 1, startup_fault("in flight").model_dump_json()
+            )
+            uow.commit()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # waits for the write in progress
+    release.set()
+    writer.join(10)
+    closer.join(10)
+    assert not closer.is_alive()
+    assert store._database._idle_writer is None

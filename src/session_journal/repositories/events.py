@@ -176,6 +176,8 @@ class EventRepository:
         is share-locked first, so it cannot be deleted before the insert.
         """
         self.flush()
+        if not self._connection.in_transaction():  # after a commit: as SQLAlchemy's autobegin
+            self._connection.begin()
         params = {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         if self._connection.dialect.name == "postgresql":
             if _driver(self._connection, _SESSION_EXISTS, params).fetchone() is None:
