@@ -9,6 +9,8 @@ gives events/s of each and the ratio api / bare, against the targets in `TARGETS
    round-robin over 50 sessions). Bare: one `INSERT` + commit per event into an equivalent
    `api_events` table (same columns, key, index and foreign key; seq from `MAX(seq)` + 1) in a
    separate file/schema; SQLite with `journal_mode=WAL`, `synchronous=FULL`, `foreign_keys=ON`.
+   "append, bare seq row too" (no target): the bare loop also takes each seq from an
+   `event_sequences` row (`UPDATE ... RETURNING`), as the API must to keep the frontier.
 2. catch-up: page a 200,000-event log (50 sessions in 5 workspaces) with
    `store.events.load(filter, after_seq=cursor, limit=1000)` following `next_after_seq` until a page
    is empty: all events, one session, one workspace. Bare: the same `SELECT seq, session_id,
@@ -269,8 +271,11 @@ def reads(backend: Backend, scale: Scale) -> list[Row]:
 # 4. concurrent writers (separate processes)
 
 
-def bare_sequenced_append(connection: Connection, sessions: Sequence[str], count: int) -> int:
-    cursor, insert = connection.cursor(), INSERT.replace("?", "%s")
+def bare_sequenced_append(
+    connection: Connection, insert: str, sessions: Sequence[str], count: int
+) -> int:
+    """Appends as the API makes them: the seq from `event_sequences`, then the insert."""
+    cursor = connection.cursor()
     for index in range(count):
         seq = cursor.execute(NEXT_SEQ).fetchone()[0]
         cursor.execute(insert, (seq, sessions[index % len(sessions)], now_ms(), BODY))
@@ -283,7 +288,8 @@ def writer(api_url: str, bare_url: str, scale: Scale, barrier: Any, out: Any) ->
     started by all processes together."""
     sessions = session_ids(scale)
     with Store.open(api_url) as store, closing(psycopg.connect(pg_conninfo(bare_url))) as bare:
-        works = {"api": partial(api_append, store), "bare": partial(bare_sequenced_append, bare)}
+        sequenced = partial(bare_sequenced_append, bare, INSERT.replace("?", "%s"))
+        works = {"api": partial(api_append, store), "bare": sequenced}
         for work in works.values():
             work(sessions, len(sessions))  # warm-up
         for turn in range(scale.per_process // WRITE_CHUNK):
@@ -333,6 +339,9 @@ def writes(backend: Backend, scale: Scale) -> list[Row]:
         bare = partial(bare_append, connection, insert, sessions, WRITE_CHUNK)
         rates = compare(api, bare, scale.appends // WRITE_CHUNK)
         rows = [Row(backend.name, "append (1 event/tx)", *rates, "append")]
+        bare = partial(bare_sequenced_append, connection, insert, sessions, WRITE_CHUNK)
+        rates = compare(api, bare, scale.appends // WRITE_CHUNK)
+        rows.append(Row(backend.name, "append, bare seq row too", *rates))
     if backend.name == "postgresql":
         rates = concurrent(api_url, bare_url, scale)
         rows.append(Row(backend.name, f"append, {scale.processes} processes", *rates))
