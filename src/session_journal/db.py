@@ -1,10 +1,10 @@
 """Engines: SQLite pragmas and transaction control, PostgreSQL isolation, driver-error translation.
 
 SQLite: pysqlite's own transaction handling is switched off (it would not emit `BEGIN` before DDL
-and would start transactions late); a `begin` listener emits `BEGIN IMMEDIATE` for writers, so a
-writer takes the database write lock at the start and waits up to the busy timeout for it instead
-of failing halfway, and a plain `BEGIN` for readers, whose snapshot starts at their first read.
-WAL lets readers run while a writer commits.
+and would start transactions late). Writes begin with `BEGIN IMMEDIATE` (`begin_write`, or the
+`begin` listener when SQLAlchemy begins), so a writer takes the database write lock at the start
+and waits up to the busy timeout for it instead of failing halfway; readers begin with a plain
+`BEGIN`, their snapshot starting at their first read. WAL lets readers run while a writer commits.
 
 PostgreSQL: writers run in READ COMMITTED (the `event_sequences` row lock orders them); readers
 run in REPEATABLE READ so that every statement of a read sees one snapshot. Event pages are one
@@ -80,10 +80,23 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        # Straight to the driver: this runs on every transaction of the write path.
-        connection.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+        # Straight to the driver. A write transaction may have begun there already (`begin_write`).
+        driver = connection.connection.driver_connection
+        assert isinstance(driver, sqlite3.Connection)
+        if not driver.in_transaction:
+            driver.execute(begin)
 
     return engine
+
+
+def begin_write(connection: sa.Connection) -> None:
+    """Begin a write transaction on the driver, unless one is open: on SQLite `BEGIN IMMEDIATE`
+    (the write lock, taken up front); psycopg begins by itself at the first statement. Cheaper
+    than SQLAlchemy's `begin()`, which a statement sent through SQLAlchemy still starts (the
+    listener above then sees the open transaction), and `commit()` ends both."""
+    driver = connection.connection.driver_connection
+    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
+        driver.execute("BEGIN IMMEDIATE")
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
-from .db import create_engine, translate_errors
+from .db import begin_write, create_engine, translate_errors
 from .errors import SessionJournalError, StorageError
 from .repositories import (
     ActivityRepository,
@@ -38,7 +38,8 @@ class UnitOfWork:
     def commit(self) -> None:
         """Assign seqs to the appended events, then commit the transaction."""
         self.events.flush()
-        self.connection.commit()
+        self.connection.commit()  # what SQLAlchemy began, if anything
+        self.connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
 
 
 class Database:
@@ -76,7 +77,7 @@ class Database:
             connection, self._idle_writer = self._idle_writer or self.writer.connect(), None
             self._writer_thread, sound = threading.get_ident(), False
             try:
-                connection.begin()
+                begin_write(connection)
                 yield UnitOfWork(connection)
                 sound = True
             except SessionJournalError as error:  # a refusal of ours leaves the connection sound

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ..db import begin_write
 from ..errors import InvalidRecord, StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..validation import check_json_depth, describe, require_id, require_int
@@ -176,8 +177,7 @@ class EventRepository:
         is share-locked first, so it cannot be deleted before the insert.
         """
         self.flush()
-        if not self._connection.in_transaction():  # after a commit: as SQLAlchemy's autobegin
-            self._connection.begin()
+        begin_write(self._connection)  # after a commit, as SQLAlchemy's autobegin would
         params = {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         if self._connection.dialect.name == "postgresql":
             if _driver(self._connection, _SESSION_EXISTS, params).fetchone() is None:
