@@ -27,6 +27,7 @@ from .config import StoreOptions
 from .errors import InvalidRecord, SessionJournalError, StorageError
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_BEGIN_WRITE = "BEGIN IMMEDIATE"  # SQLite writers take the write lock up front
 
 
 def create_engine(
@@ -65,7 +66,7 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
     foreign_keys = "OFF" if role == "migrator" else "ON"
-    begin = "BEGIN" if role == "reader" else "BEGIN IMMEDIATE"
+    begin = "BEGIN" if role == "reader" else _BEGIN_WRITE
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
@@ -96,7 +97,7 @@ def begin_write(connection: sa.Connection) -> None:
     listener above then sees the open transaction), and `commit()` ends both."""
     driver = connection.connection.driver_connection
     if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
-        driver.execute("BEGIN IMMEDIATE")
+        driver.execute(_BEGIN_WRITE)
 
 
 @contextmanager

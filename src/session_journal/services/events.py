@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRecord
-from ..events import ApiEvent, ApiEventFilter, ApiEventPage
+from ..events import ApiEventFilter, ApiEventPage
 from ..records import revalidate
 from ..unit_of_work import Database
 from ..validation import require_int
@@ -35,13 +35,11 @@ class EventService:
         cursor = None if after_seq is None else require_int(after_seq, "after_seq")
         size = _clamp(limit)
         with self._database.reading_one_statement("load events") as uow:
-            events: list[ApiEvent] = []
             if cursor is None:  # the tail: nothing is after the frontier in this snapshot
                 latest = uow.events.latest_seq()
-            else:
-                latest, events = uow.events.page(event_filter, cursor, size)
-        after = latest if cursor is None else cursor
-        next_after_seq = events[-1].seq if events else max(latest, after)
+                return ApiEventPage(events=[], next_after_seq=latest, latest_seq=latest)
+            latest, events = uow.events.page(event_filter, cursor, size)
+        next_after_seq = events[-1].seq if events else max(latest, cursor)
         return ApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
 
     def latest_seq(self) -> int:
