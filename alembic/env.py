@@ -13,23 +13,21 @@ a transaction, so the migration engine sets it when it connects, before the firs
 
 Concurrent upgrades (two operators, or several controllers starting at once) are serialised from
 before the current revision is read until the last revision is done: on PostgreSQL by a
-session-level advisory lock, on SQLite by `flock` on the database file (independent of SQLite's
-own POSIX locks, which do not last across the per-revision transactions).
+session-level advisory lock, on SQLite by `flock` on a lock file beside the database
+(`sqlite_migration_lock`; never on the database file itself, see there).
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging.config
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import sqlalchemy as sa
 from alembic import context
 from alembic.runtime.migration import MigrationContext
 
 from session_journal.config import StoreOptions, resolve_url
-from session_journal.db import create_engine
+from session_journal.db import create_engine, sqlite_migration_lock
 from session_journal.models import Base
 
 # Key of the upgrade lock; the second key is the schema, so separate schemas do not wait on
@@ -89,23 +87,11 @@ def run_offline() -> None:
         context.execute("PRAGMA foreign_keys=ON")
 
 
-@contextmanager
-def sqlite_upgrade_lock() -> Iterator[None]:
-    path = sa.make_url(url).database
-    assert path
-    with open(path, "ab") as database_file:  # creates an empty database file if needed
-        fcntl.flock(database_file, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(database_file, fcntl.LOCK_UN)
-
-
 def run_online() -> None:
     engine = create_engine(url, StoreOptions.from_env(), role="migrator")
     try:
         with (
-            sqlite_upgrade_lock() if is_sqlite else nullcontext(),
+            sqlite_migration_lock(url) if is_sqlite else nullcontext(),
             engine.connect() as connection,
         ):
             if not is_sqlite:

@@ -15,6 +15,7 @@ from .errors import (
     SessionJournalError,
     SessionNotFound,
     StorageError,
+    StoreClosed,
 )
 from .events import (
     ActivityChanged,
@@ -80,6 +81,7 @@ __all__ = [
     "SessionState",
     "StorageError",
     "Store",
+    "StoreClosed",
     "StoreOptions",
     "TurnEnded",
     "TurnOutcome",

@@ -13,6 +13,8 @@ statement (page and `latest_seq` together) and run without a transaction (`readi
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,7 +28,6 @@ from sqlalchemy.engine import Engine
 from .config import StoreOptions
 from .errors import InvalidRecord, SessionJournalError, StorageError
 
-_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _BEGIN_WRITE = "BEGIN IMMEDIATE"  # SQLite writers take the write lock up front
 
 
@@ -57,11 +58,7 @@ def create_engine(
 
 
 def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
-    synchronous = options.sqlite_synchronous.upper()
-    if synchronous not in _SYNCHRONOUS:
-        raise InvalidRecord(
-            f"sqlite_synchronous must be one of {_SYNCHRONOUS}, got {synchronous!r}"
-        )
+    synchronous = options.sqlite_synchronous  # checked when the options were built
     if url.database in (None, "", ":memory:"):
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
@@ -98,6 +95,40 @@ def begin_write(connection: sa.Connection) -> None:
     driver = connection.connection.driver_connection
     if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
         driver.execute(_BEGIN_WRITE)
+
+
+# --- The one rule for the SQLite database file -----------------------------------------------
+# Nothing in this package opens, copies, locks or stats-and-reopens the SQLite database file or
+# its `-wal`/`-shm` files with plain file calls: only SQLite does. SQLite's locks are POSIX
+# (fcntl) locks, which belong to the process, not the descriptor, so closing *any* descriptor of
+# the file drops *every* lock the process holds on it ("How To Corrupt An SQLite Database File",
+# section 2.2). Another process then believes it is the last user, checkpoints and deletes the
+# WAL under our open connections, and later commits land in an unlinked file: acknowledged events
+# are lost. Cross-process coordination of our own (the migration lock) uses a separate file.
+
+MIGRATION_LOCK_SUFFIX = ".migrate-lock"
+
+
+def migration_lock_path(url: str) -> str:
+    """The lock file that serialises migrations of a SQLite database: beside it, never it."""
+    database = sa.make_url(url).database
+    if not database or database == ":memory:":
+        raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
+    return database + MIGRATION_LOCK_SUFFIX
+
+
+@contextmanager
+def sqlite_migration_lock(url: str) -> Iterator[None]:
+    """Hold an exclusive `flock` on the database's migration lock file (created if needed and
+    never deleted, so every process locks the same inode) for the block. Concurrent upgrades of
+    one SQLite database run one after the other; SQLite's own locks do not last across the
+    per-revision transactions."""
+    descriptor = os.open(migration_lock_path(url), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the flock; this descriptor is not the database's
 
 
 @contextmanager

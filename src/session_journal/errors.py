@@ -42,3 +42,8 @@ class ChainBroken(SessionJournalError):
 class StorageError(SessionJournalError):
     """The database failed (unreachable, locked too long, disk full); the driver error is
     chained."""
+
+
+class StoreClosed(SessionJournalError):
+    """The store was closed (`Store.close()`, or leaving its `with` block): every call made on
+    it afterwards raises this, and nothing is read or written."""

@@ -369,8 +369,9 @@ def _notice(body: str, error: ValidationError) -> LegacyNotice:
     command_id = data.get("command_id") if isinstance(data, dict) else None
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"])
+    reason = f"{where}: {first['msg']}" if where else first["msg"]  # whole-body errors: no place
     return LegacyNotice(
         original_type=tag if isinstance(tag, str) else "unknown",
         command_id=command_id if isinstance(command_id, str) else None,
-        message=f"stored body does not decode ({where}: {first['msg']})",
+        message=f"stored body does not decode ({reason})",
     )

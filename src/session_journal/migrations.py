@@ -20,7 +20,13 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .db import create_engine, translate_errors
-from .errors import IncompatibleSchema, MigrationFailed, SchemaOutOfDate, SessionJournalError
+from .errors import (
+    IncompatibleSchema,
+    InvalidRecord,
+    MigrationFailed,
+    SchemaOutOfDate,
+    SessionJournalError,
+)
 
 SCHEMA_LEVEL = 6
 """The schema level of this code's head revision (see `schema_compatibility`)."""
@@ -159,12 +165,31 @@ def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
 
 
 def _run(action: object, url: str, revision: str) -> None:
+    before = _current_revision(url)
     try:
         action(alembic_config(url), revision)  # type: ignore[operator]
     except SessionJournalError:
         raise
     except Exception as error:
         detail = str(getattr(error, "orig", None) or error).splitlines()[0]
+        after = _current_revision(url)
+        if isinstance(error, CommandError) and after == before:
+            # Alembic refused the request itself (an unknown revision, say): nothing ran.
+            raise InvalidRecord(
+                f"cannot migrate to {revision!r}: {detail}; nothing was changed ({after})"
+            ) from error
         raise MigrationFailed(
-            f"migration to {revision} failed and its revision was rolled back: {detail}"
+            f"migration to {revision} failed and its revision was rolled back: {detail} ({after})"
         ) from error
+
+
+def _current_revision(url: str) -> str:
+    """Where the database is, in words: at a revision, at none, or unreadable."""
+    engine = create_engine(url, StoreOptions.from_env(), role="reader")
+    try:
+        revision = status(engine).revision
+    except SessionJournalError:
+        return "the database cannot be read"
+    finally:
+        engine.dispose()
+    return "the database has no revision" if revision is None else f"the database is at {revision}"

@@ -61,7 +61,9 @@ class Store:
         return cls(url, database, schema)
 
     def close(self) -> None:
-        """Release every connection; the store is unusable afterwards."""
+        """Release every connection. Every call on the store afterwards (any service, a unit of
+        work) raises `StoreClosed`; closing again does nothing. A write in progress in another
+        thread finishes first."""
         self._database.dispose()
 
     def __enter__(self) -> Store:

@@ -12,7 +12,7 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .db import begin_write, create_engine, translate_errors
-from .errors import SessionJournalError, StorageError
+from .errors import SessionJournalError, StorageError, StoreClosed
 from .repositories import (
     ActivityRepository,
     CheckpointRepository,
@@ -26,11 +26,12 @@ from .repositories import (
 class UnitOfWork:
     """One database transaction. Leaving its block without `commit()` rolls everything back."""
 
-    def __init__(self, connection: sa.Connection) -> None:
+    def __init__(self, connection: sa.Connection, options: StoreOptions | None = None) -> None:
+        options = options or StoreOptions()
         self.connection = connection
         self.sessions = SessionRepository(connection)
-        self.events = EventRepository(connection)
-        self.activity = ActivityRepository(connection)
+        self.events = EventRepository(connection, options.max_body_bytes)
+        self.activity = ActivityRepository(connection, options.max_body_bytes)
         self.checkpoints = CheckpointRepository(connection)
         self.projection = ProjectionRepository(connection)
         self.project_events = ProjectEventRepository(connection)
@@ -74,11 +75,12 @@ class Database:
                 "use the unit of work's repositories instead"
             )
         with self._write_lock, translate_errors(action):
+            self._check_open(action)
             connection, self._idle_writer = self._idle_writer or self.writer.connect(), None
             self._writer_thread, sound = threading.get_ident(), False
             try:
                 begin_write(connection)
-                yield UnitOfWork(connection)
+                yield UnitOfWork(connection, self.options)
                 sound = True
             except SessionJournalError as error:  # a refusal of ours leaves the connection sound
                 sound = not isinstance(error, StorageError)
@@ -116,29 +118,42 @@ class Database:
         """Whether this thread is inside `writing()`."""
         return self._writer_thread == threading.get_ident()
 
+    def _check_open(self, action: str) -> None:
+        if self._closed:
+            raise StoreClosed(f"{action}: the store is closed")
+
+    @contextmanager
+    def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
+        """A reader connection, refused once the store is closed. Checked again after the
+        connect: a read that began while `dispose()` ran must not bring a connection back."""
+        self._check_open(action)
+        with self.reader.connect() as connection:
+            self._check_open(action)
+            yield connection
+
     @contextmanager
     def reading(self, action: str = "read") -> Iterator[UnitOfWork]:
         """A read-only snapshot: every query in the block sees the same committed state."""
         with (
             translate_errors(action),
-            self.reader.connect() as connection,
+            self._reader_connection(action) as connection,
             connection.begin(),
         ):
-            yield UnitOfWork(connection)
+            yield UnitOfWork(connection, self.options)
 
     @contextmanager
     def reading_one_statement(self, action: str = "read") -> Iterator[UnitOfWork]:
         """For a read made of one statement, which sees one snapshot by itself: no transaction
         is opened around it (on PostgreSQL the connection is in autocommit for the block, which
         saves the BEGIN and COMMIT round trips). Use `reading()` for anything more."""
-        with translate_errors(action), self.reader.connect() as connection:
+        with translate_errors(action), self._reader_connection(action) as connection:
             driver = connection.connection.driver_connection
             if not isinstance(driver, psycopg.Connection):  # SQLite: pysqlite's autocommit
-                yield UnitOfWork(connection)
+                yield UnitOfWork(connection, self.options)
                 return
             driver.autocommit = True
             try:
-                yield UnitOfWork(connection)
+                yield UnitOfWork(connection, self.options)
             finally:
                 try:
                     driver.autocommit = False
@@ -146,9 +161,10 @@ class Database:
                     connection.invalidate()
 
     def dispose(self) -> None:
-        """Close every pooled connection and the idle writer connection. A write in progress in
-        another thread is waited for; one in progress in this thread (inside a unit of work)
-        closes its connection when it ends."""
+        """Close every pooled connection and the idle writer connection; every later read or
+        write raises `StoreClosed`. A write in progress in another thread is waited for; one in
+        progress in this thread (inside a unit of work) closes its connection when it ends.
+        Calling it again does nothing more."""
         self._closed = True
         if not self.writing_in_this_thread():
             with self._write_lock:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 from pydantic import AfterValidator, BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -111,17 +112,64 @@ def check_json_depth(text: str, what: str) -> str:
     return text
 
 
-def encode_json(model: BaseModel, what: str, max_bytes: int) -> str:
+class EncodedJson(str):
+    """JSON text that `encode_json` made from a validated model: the repositories store it
+    without checking it again. Plain `str` bodies given to a repository are checked in full."""
+
+    __slots__ = ()
+
+
+def encode_json(model: BaseModel, what: str, max_bytes: int) -> EncodedJson:
     """The model's JSON text for a JSON column, or `InvalidRecord` naming `what`.
 
     Refuses text that no database can store (lone surrogates), bodies over `max_bytes` and
-    nesting deeper than `MAX_DEPTH`.
+    nesting deeper than `MAX_DEPTH`. (pydantic writes non-finite floats as `null`.)
     """
     try:
         text = model.model_dump_json()
     except PydanticSerializationError as error:
         raise InvalidRecord(f"{what} cannot be encoded as JSON: {error}") from None
-    size = len(text.encode("utf-8"))
-    if size > max_bytes:
-        raise InvalidRecord(f"{what} is {size} bytes encoded, over the limit of {max_bytes}")
+    check_json_size(text, what, max_bytes)
+    return EncodedJson(check_json_depth(text, what))
+
+
+def check_json_size(text: str, what: str, max_bytes: int) -> str:
+    """`InvalidRecord` if `text` is over `max_bytes` encoded as UTF-8, or holds a lone
+    surrogate (no database encoding can store one)."""
+    if len(text) * 4 > max_bytes:  # UTF-8 takes at most 4 bytes a character: else it fits
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError as error:
+            raise InvalidRecord(
+                f"{what} contains a lone surrogate at position {error.start}"
+            ) from None
+        if size > max_bytes:
+            raise InvalidRecord(f"{what} is {size} bytes encoded, over the limit of {max_bytes}")
+    else:
+        try:
+            check_unicode(text)
+        except ValueError as error:
+            raise InvalidRecord(f"{what} {error}") from None
+    return text
+
+
+def check_standard_json(text: str, what: str) -> str:
+    """`InvalidRecord` if `text` uses `NaN`, `Infinity` or `-Infinity`, which Python's and
+    pydantic's parsers accept but JSON does not (PostgreSQL's `json` type refuses them, SQLite
+    would store text no other reader can parse). Parsed only when such a word appears."""
+    if "NaN" in text or "Infinity" in text:
+
+        def refuse(constant: str) -> NoReturn:
+            raise InvalidRecord(f"{what} is not standard JSON: {constant} is not a JSON value")
+
+        json.loads(text, parse_constant=refuse)
+    return text
+
+
+def check_json_text(text: str, what: str, max_bytes: int) -> str:
+    """Everything `encode_json` guarantees, for JSON text a caller wrote itself: standard JSON
+    (no `NaN`/`Infinity`), at most `max_bytes`, no lone surrogate, at most `MAX_DEPTH` deep.
+    The caller checks what the text must decode as."""
+    check_json_size(text, what, max_bytes)
+    check_standard_json(text, what)
     return check_json_depth(text, what)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from pydantic import ValidationError
 
 from session_journal import (
@@ -14,6 +15,7 @@ from session_journal import (
     InvalidRecord,
     SessionRecord,
     Store,
+    StoreOptions,
 )
 from tests.factories import ActivityFactory, SessionFactory
 
@@ -151,3 +153,64 @@ def test_bodies_that_cannot_be_stored(store: Store) -> None:
         store.activity.record([("session-1", ActivityFactory()), ("session-1", too_big)], 1)
     assert store.events.latest_seq() == 0
     assert store.activity.get("session-1") is None
+
+
+FAULT = '{"type":"session_fault","data":{"reason":"startup_failed","message":"m"%s}}'
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (FAULT % ',"n":NaN', "body is not standard JSON: NaN is not a JSON value"),
+        (FAULT % ',"n":Infinity', "body is not standard JSON: Infinity is not a JSON value"),
+        (FAULT % ',"n":[-Infinity]', "body is not standard JSON: -Infinity is not a JSON value"),
+        (
+            FAULT % (',"pad":"%s"' % ("x" * 1024 * 1024)),
+            r"body is \d+ bytes encoded, over the limit of 1048576",
+        ),
+    ],
+)
+def test_repository_appends_check_what_the_services_check(
+    store: Store, body: str, message: str
+) -> None:
+    store.sessions.save(SessionFactory.build(id="session-1"))
+    for append in ("append", "append_encoded", "append_if_session_exists"):
+        with store.unit_of_work() as uow:
+            with pytest.raises(InvalidRecord, match=message):
+                getattr(uow.events, append)("session-1", 1, body)
+            uow.commit()
+    assert store.events.latest_seq() == 0
+
+
+def test_repository_activity_snapshots_are_checked(store: Store) -> None:
+    store.sessions.save(SessionFactory.build(id="session-1"))
+    huge = ActivityFactory(state="y" * (1024 * 1024)).canonical_json()
+    with store.unit_of_work() as uow:
+        with pytest.raises(InvalidRecord, match="over the limit of 1048576"):
+            uow.activity.put("session-1", huge)
+        with pytest.raises(InvalidRecord, match="body is not an activity state"):
+            uow.activity.put("session-1", '{"state":NaN}')
+        uow.commit()
+    assert store.activity.get("session-1") is None
+
+
+def test_text_that_looks_like_a_constant_is_stored_as_it_is(store: Store) -> None:
+    store.sessions.save(SessionFactory.build(id="session-1"))
+    body = FAULT % ',"note":"NaN and -Infinity, quoted"'
+    with store.unit_of_work() as uow:
+        uow.events.append("session-1", 1, body)
+        uow.commit()
+    with store.unit_of_work() as uow:
+        stored = uow.connection.execute(sa.text("SELECT CAST(body AS TEXT) FROM api_events"))
+        assert stored.scalar_one() == body
+
+
+def test_a_store_with_a_smaller_body_limit_applies_it_to_repositories(url: str) -> None:
+    with Store.open(url, upgrade=True, options=StoreOptions(max_body_bytes=100)) as small:
+        small.sessions.save(SessionFactory.build(id="session-1"))
+        with (
+            small.unit_of_work() as uow,
+            pytest.raises(InvalidRecord, match="over the limit of 100"),
+        ):
+            uow.events.append("session-1", 1, FAULT % (',"pad":"%s"' % ("x" * 60)))
+        assert small.events.latest_seq() == 0

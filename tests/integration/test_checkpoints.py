@@ -190,8 +190,12 @@ def test_checkpoint_failure_and_deferral_are_distinct_and_preserve_previous_arch
 def test_begin_on_a_busy_session_is_a_lifecycle_conflict(store: Store, state: SessionState) -> None:
     record = SessionFactory(id="session-1", state=state)
     store.sessions.save(record)
-    with pytest.raises(LifecycleConflict, match=f"'session-1' .*{state.value}"):
-        store.checkpoints.begin(record.model_copy(update={"last_error": "x"}), "owner")
+    attempt = record.model_copy(update={"state": SessionState.CHECKPOINTING, "last_error": "x"})
+    with pytest.raises(LifecycleConflict) as conflict:
+        store.checkpoints.begin(attempt, "owner")
+    assert str(conflict.value) == (
+        f"session 'session-1' is already in a lifecycle operation (state {state.value})"
+    )
     assert store.checkpoints.get("session-1") is None
     assert store.sessions.get("session-1") == record
     assert store.events.latest_seq() == 0
@@ -207,7 +211,28 @@ def test_begin_saves_the_lifecycle_with_its_fault_transition(store: Store) -> No
         SessionFault(reason=OutcomeReason.LIFECYCLE_FAILED, message="disk slow")
     ]
     with pytest.raises(SessionNotFound, match="'ghost'"):
-        store.checkpoints.begin(SessionFactory(id="ghost"), "owner")
+        store.checkpoints.begin(
+            SessionFactory(id="ghost", state=SessionState.CHECKPOINTING), "owner"
+        )
+
+
+def test_begin_names_the_open_operation_and_needs_a_checkpointing_record(store: Store) -> None:
+    started = checkpointing(store, SessionFactory(id="session-1"), "attempt-1")
+    with pytest.raises(LifecycleConflict) as conflict:
+        store.checkpoints.begin(started, "attempt-2")
+    assert str(conflict.value) == (
+        "session 'session-1' is already in a lifecycle operation "
+        "(state checkpointing, checkpoint operation 'attempt-1' open)"
+    )
+    store.sessions.save(SessionFactory(id="session-2"))
+    with pytest.raises(InvalidRecord) as refused:
+        store.checkpoints.begin(SessionFactory(id="session-2"), "attempt-3")
+    assert str(refused.value) == (
+        "session 'session-2': a checkpoint begins with the record in state checkpointing, "
+        "got running"
+    )
+    assert store.checkpoints.get("session-2") is None
+    assert store.sessions.get("session-2") == SessionFactory(id="session-2")
 
 
 def test_a_success_needs_archive_metadata(store: Store) -> None:

@@ -13,7 +13,14 @@ from alembic.operations import Operations
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
-from session_journal import MigrationFailed, SchemaOutOfDate, SessionState, Store, migrations
+from session_journal import (
+    InvalidRecord,
+    MigrationFailed,
+    SchemaOutOfDate,
+    SessionState,
+    Store,
+    migrations,
+)
 from session_journal.relay import RelayChain
 from tests.factories import ActivityFactory, SessionFactory
 from tests.helpers import table_counts
@@ -226,8 +233,13 @@ def test_a_revision_that_fails_midway_leaves_the_previous_revision(
 
     # 0002 rebuilds `sessions`, then sets the levels with op.execute: fail there.
     monkeypatch.setattr(Operations, "execute", fail)
-    with pytest.raises(MigrationFailed, match="rolled back: injected failure"):
+    with pytest.raises(MigrationFailed) as failed:
         migrations.upgrade(url)
+    assert str(failed.value) == (
+        "migration to head failed and its revision was rolled back: injected failure after the "
+        "sessions rebuild "
+        "(the database is at 0001_initial)"
+    )
     monkeypatch.undo()
 
     assert snapshot(url) == before
@@ -264,3 +276,15 @@ def test_concurrent_upgrades_serialise(url: str) -> None:
     assert counts == {"alembic_version": 1, "event_sequences": 1, "schema_compatibility": 1}
     with Store.open(url) as store:
         assert store.schema.revision == migrations.head()
+
+
+def test_an_unknown_revision_is_refused_before_anything_runs(url: str) -> None:
+    migrations.upgrade(url, "0002_startup_cleanup")
+    for call in (migrations.upgrade, migrations.downgrade):
+        with pytest.raises(InvalidRecord) as refused:
+            call(url, "nope")
+        assert str(refused.value) == (
+            "cannot migrate to 'nope': Can't locate revision identified by 'nope'; "
+            "nothing was changed (the database is at 0002_startup_cleanup)"
+        )
+    assert migrations.status(sa.create_engine(url)).revision == "0002_startup_cleanup"

@@ -157,3 +157,22 @@ def test_records_validate_assignment() -> None:
     assert record.state == "error"
     with pytest.raises(ValidationError, match="last_error"):
         record.last_error = "nul\x00"
+
+
+@pytest.mark.parametrize(
+    ("stored", "message"),
+    [
+        ("not json", "Invalid JSON: expected ident at line 1 column 2"),
+        ("[1, 2]", "Input should be an object"),
+        ('{"data":{}}', "Unable to extract tag using discriminator 'type'"),
+        (
+            '{"type":"turn_started","data":{"turn_id":"x"}}',
+            "turn_started.data.turn_id: Input should be a valid integer, "
+            "unable to parse string as an integer",
+        ),
+    ],
+)
+def test_a_legacy_notice_names_the_place_only_when_there_is_one(stored: str, message: str) -> None:
+    notice = decode_body(stored)
+    assert isinstance(notice, LegacyNotice)
+    assert notice.message == f"stored body does not decode ({message})"

@@ -14,10 +14,11 @@ from pydantic import ValidationError
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ..config import StoreOptions
 from ..db import begin_write
 from ..errors import InvalidRecord, StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
-from ..validation import check_json_depth, describe, require_id, require_int
+from ..validation import EncodedJson, check_json_text, describe, require_id, require_int
 from ._tables import contexts as _contexts
 from ._tables import events as _events
 from ._tables import sequences as _sequences
@@ -122,13 +123,35 @@ class EventRepository:
     work calls just before committing: the `event_sequences` row lock that orders appenders is
     then held only for the inserts and the commit."""
 
-    def __init__(self, connection: sa.Connection) -> None:
+    def __init__(
+        self, connection: sa.Connection, max_body_bytes: int = StoreOptions.max_body_bytes
+    ) -> None:
         self._connection = connection
+        self._max_body_bytes = max_body_bytes
         self._pending: list[dict[str, Any]] = []
 
     def append(self, session_id: str, recorded_at_ms: int, body: str) -> None:
-        """Queue one event; `body` is its encoded JSON, which must decode as an API event body
-        (`InvalidRecord` otherwise, like a bad id or time)."""
+        """Queue one event; `body` is its encoded JSON, which must be standard JSON (no `NaN`
+        or `Infinity`) of at most the store's `max_body_bytes` and decode as an API event body.
+        `InvalidRecord` otherwise, like a bad id or time; nothing is queued."""
+        self._check(session_id, recorded_at_ms, body)
+        self._pending.append(
+            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+        )
+
+    def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        """`append` for a body the services encoded from a validated model (`encode_json`):
+        such a body is not decoded again on the write path; any other text is checked as
+        `append` checks it."""
+        if isinstance(body, EncodedJson):
+            require_int(recorded_at_ms, "recorded_at_ms")
+        else:
+            self._check(session_id, recorded_at_ms, body)
+        self._pending.append(
+            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+        )
+
+    def _check(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         require_id(session_id, "session_id")
         require_int(recorded_at_ms, "recorded_at_ms")
         if not isinstance(body, str):
@@ -137,18 +160,7 @@ class EventRepository:
             EVENT_DATA.validate_json(body)
         except ValidationError as error:
             raise InvalidRecord(f"body is not an API event body: {describe(error)}") from None
-        check_json_depth(body, "body")
-        self._pending.append(
-            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        )
-
-    def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
-        """`append` for a body the caller encoded from a validated model (`encode_json`): it is
-        not decoded again on the write path."""
-        require_int(recorded_at_ms, "recorded_at_ms")
-        self._pending.append(
-            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        )
+        check_json_text(body, "body", self._max_body_bytes)
 
     def flush(self) -> None:
         """Assign consecutive seqs to the queued events and insert them.
@@ -174,8 +186,13 @@ class EventRepository:
 
         For the last write of a transaction: queued events are flushed first, then this one takes
         the next seq (and the lock that orders appenders) at once. On PostgreSQL the session row
-        is share-locked first, so it cannot be deleted before the insert.
+        is share-locked first, so it cannot be deleted before the insert. `body` is checked as
+        `append_encoded` checks it.
         """
+        if isinstance(body, EncodedJson):
+            require_int(recorded_at_ms, "recorded_at_ms")
+        else:
+            self._check(session_id, recorded_at_ms, body)
         self.flush()
         begin_write(self._connection)  # after a commit, as SQLAlchemy's autobegin would
         params = {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}

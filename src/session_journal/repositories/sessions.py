@@ -7,9 +7,14 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 
+from ..config import StoreOptions
+from ..errors import InvalidRecord
+from ..events import ApiActivityState
 from ..records import CheckpointMetadata, SessionRecord, SessionState
+from ..validation import EncodedJson, check_json_text, describe, require_id
 from ._tables import activity as _activity
 from ._tables import checkpoints as _checkpoints
 from ._tables import contexts as _contexts
@@ -133,8 +138,15 @@ class SessionRepository:
         )
 
     def lock_interrupted_checkpoints(self) -> builtins.list[str]:
-        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id."""
-        query = (
+        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id.
+
+        Two statements, on purpose. The first finds and locks the candidates. Under READ
+        COMMITTED a `FOR UPDATE` that waited for a row lock re-checks its WHERE clause on the
+        new row version, but an `IN (subquery)` keeps the statement's old snapshot: a checkpoint
+        that its owner finished while we waited would still look open. The second statement, on
+        rows we now hold, sees their committed state and keeps only those still interrupted.
+        """
+        candidates = (
             sa.select(_sessions.c.session_id)
             .where(
                 sa.or_(
@@ -145,7 +157,21 @@ class SessionRepository:
             .order_by(_sessions.c.session_id)
             .with_for_update()
         )
-        return list(self._connection.execute(query).scalars())
+        locked = builtins.list(self._connection.execute(candidates).scalars())
+        if not locked:
+            return []
+        still_interrupted: set[str] = set()
+        for start in range(0, len(locked), _CHUNK):
+            chunk = locked[start : start + _CHUNK]
+            recheck = sa.select(_sessions.c.session_id).where(
+                _sessions.c.session_id.in_(chunk),
+                sa.or_(
+                    _sessions.c.state == SessionState.CHECKPOINTING.value,
+                    sa.exists().where(_operations.c.session_id == _sessions.c.session_id),
+                ),
+            )
+            still_interrupted.update(self._connection.execute(recheck).scalars())
+        return [session_id for session_id in locked if session_id in still_interrupted]
 
     def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
         """Back to `running` after an interrupted checkpoint, saying so in
@@ -225,8 +251,11 @@ def _record(row: Any) -> SessionRecord:
 class ActivityRepository:
     """The latest activity snapshot per session, stored as canonical JSON."""
 
-    def __init__(self, connection: sa.Connection) -> None:
+    def __init__(
+        self, connection: sa.Connection, max_body_bytes: int = StoreOptions.max_body_bytes
+    ) -> None:
         self._connection = connection
+        self._max_body_bytes = max_body_bytes
 
     def get(self, session_id: str) -> str | None:
         """The stored snapshot's JSON text, or `None`."""
@@ -235,5 +264,16 @@ class ActivityRepository:
         ).scalar_one_or_none()
 
     def put(self, session_id: str, body: str) -> None:
-        """Insert or replace the snapshot."""
+        """Insert or replace the snapshot. A body the services encoded (`EncodedJson`) is stored
+        as it is; other text must be a standard JSON `ApiActivityState` of at most
+        `max_body_bytes` (`InvalidRecord` otherwise, nothing written)."""
+        if not isinstance(body, EncodedJson):
+            require_id(session_id, "session_id")
+            if not isinstance(body, str):
+                raise InvalidRecord(f"body must be JSON text, got {type(body).__name__}")
+            try:
+                ApiActivityState.model_validate_json(body)
+            except ValidationError as error:
+                raise InvalidRecord(f"body is not an activity state: {describe(error)}") from None
+            check_json_text(body, "body", self._max_body_bytes)
         _upsert(self._connection, _activity, {"session_id": session_id, "body": body})

@@ -10,7 +10,7 @@ from ..errors import InvalidRecord
 from ..events import ActivityChanged, ApiActivityState
 from ..records import revalidate
 from ..unit_of_work import Database
-from ..validation import encode_json, require_id, require_int
+from ..validation import EncodedJson, encode_json, require_id, require_int
 
 
 class ActivityService:
@@ -38,7 +38,7 @@ class ActivityService:
             session_id = require_id(session_id, f"{what} session_id")
             state = revalidate(state, ApiActivityState, f"{what} state")
             event = encode_json(ActivityChanged(activity=state), f"{what} state", max_bytes)
-            batch.append((session_id, state.canonical_json(), event))
+            batch.append((session_id, EncodedJson(state.canonical_json()), event))
         if not batch:
             return 0
         appended = 0

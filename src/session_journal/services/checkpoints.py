@@ -32,16 +32,29 @@ class CheckpointService:
 
     def begin(self, record: SessionRecord, command_id: str) -> None:
         """Open the session's checkpoint operation, owned by `command_id`, and save the record's
-        lifecycle fields. `LifecycleConflict` if the stored state is `checkpointing`, `closing`
-        or `destroying`, or an operation is already open; `SessionNotFound` if absent."""
+        lifecycle fields; the record's state must be `checkpointing` (`InvalidRecord`
+        otherwise). `LifecycleConflict` if the stored state is `checkpointing`, `closing` or
+        `destroying`, or an operation is already open (the message names it);
+        `SessionNotFound` if absent."""
         record = revalidate(record, SessionRecord, "session record")
         command_id = require_id(command_id, "command_id")
+        if record.state is not SessionState.CHECKPOINTING:
+            raise InvalidRecord(
+                f"session {record.id!r}: a checkpoint begins with the record in state "
+                f"checkpointing, got {record.state.value}"
+            )
         with self._database.writing(f"begin checkpoint of {record.id!r}") as uow:
             stored = lock_session(uow, record.id)
-            if stored.state in BUSY_STATES or uow.checkpoints.lock(record.id) is not None:
+            open_operation = uow.checkpoints.lock(record.id)
+            if stored.state in BUSY_STATES or open_operation is not None:
+                held_by = (
+                    ""
+                    if open_operation is None
+                    else f", checkpoint operation {open_operation.command_id!r} open"
+                )
                 raise LifecycleConflict(
                     f"session {record.id!r} is already in a lifecycle operation "
-                    f"(state {stored.state.value})"
+                    f"(state {stored.state.value}{held_by})"
                 )
             uow.checkpoints.insert(record.id, command_id)
             self._save_lifecycle(uow, record, stored)
