@@ -12,10 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
 
-.PHONY: help install run test lint bench clean
+.PHONY: help install run test reliability lint bench clean
 
 help: ## list the commands
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 install: $(STAMP) ## create .venv and install the package with its test and lint tools
 
@@ -26,6 +26,11 @@ run: $(STAMP) ## migrate the default SQLite database, run the demo, print the ev
 
 test: $(STAMP) ## run the whole suite on SQLite and PostgreSQL
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# `make test` runs the reliability scenarios for a few rounds; this runs only them, longer.
+RELIABILITY_ROUNDS ?= 25
+reliability: $(STAMP) ## longer reliability loops (kill -9, races, hostile input) on both backends
+	SESSION_JOURNAL_RELIABILITY_ROUNDS=$(RELIABILITY_ROUNDS) $(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff check src tests benchmarks alembic

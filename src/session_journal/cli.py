@@ -8,11 +8,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
 
 from . import migrations
 from .config import StoreOptions, resolve_url
@@ -20,9 +25,22 @@ from .db import create_engine
 from .demo import run_demo
 from .errors import SessionJournalError
 from .events import ApiEventFilter
-from .journal.stats import SessionStats
+from .journal.index import MAX_SEARCH_LIMIT
+from .journal.stats import EVENTS_FILE, SessionStats
 from .journal.verify import events_file, verify
+from .services.events import MAX_PAGE
 from .store import Store
+
+MIN_INTERVAL_S = 0.01
+"""The shortest `events --follow --interval`: 10 ms (shorter is a busy loop on the database)."""
+
+MAX_INTERVAL_S = 3600.0
+"""The longest `events --follow --interval`: one hour."""
+
+MAX_EVENTS_LIMIT = 1_000_000_000
+"""The largest `events --limit` (the events are read in pages of `MAX_PAGE`)."""
+
+_WAKE_S = 0.1  # how often a waiting follower looks whether Ctrl-C was pressed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,15 +70,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--session", help="only this session")
     events.add_argument("--workspace", help="only sessions of this workspace")
-    events.add_argument("--limit", type=int, help="print at most N events (default all)")
+    events.add_argument(
+        "--limit",
+        type=_bounded_int(MAX_EVENTS_LIMIT),
+        help=f"print at most N events, 1 to {MAX_EVENTS_LIMIT} (default all)",
+    )
     events.add_argument(
         "--follow", action="store_true", help="keep polling for new events until interrupted"
     )
     events.add_argument(
         "--interval",
-        type=float,
+        type=_interval,
         default=0.5,
-        help="seconds between polls with --follow (default 0.5)",
+        help=f"seconds between polls with --follow, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} "
+        "(default 0.5); Ctrl-C stops following between polls and exits 0",
     )
 
     commands.add_parser("demo", help="run a short scenario and print what a follower sees")
@@ -76,8 +99,42 @@ def _parser() -> argparse.ArgumentParser:
     search = commands.add_parser("search", help="full-text search of indexed journal events")
     search.add_argument("query")
     search.add_argument("--session", help="only this session")
-    search.add_argument("--limit", type=int, default=20, help="at most N hits (default 20)")
+    search.add_argument(
+        "--limit",
+        type=_bounded_int(MAX_SEARCH_LIMIT),
+        default=20,
+        help=f"at most N hits, 1 to {MAX_SEARCH_LIMIT} (default 20)",
+    )
     return parser
+
+
+def _interval(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    # `not a <= x <= b` is also true for NaN, which compares false to everything.
+    if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}, "
+            f"got {text!r}"
+        )
+    return seconds
+
+
+def _bounded_int(maximum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if not 1 <= value <= maximum:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer from 1 to {maximum}, got {text!r}"
+            )
+        return value
+
+    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -136,15 +193,11 @@ def _events(url: str, args: argparse.Namespace) -> int:
         session_id=args.session, workspace_id=args.workspace
     )
     remaining = args.limit
-    stop = threading.Event()
-    if args.follow:
-        # Ctrl-C ends the loop between polls, never in the middle of a query or a line.
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with Store.open(url) as store:
+    with _interrupt_flag(args.follow) as interrupt, Store.open(url) as store:
         cursor = args.after if args.after is not None or args.follow else 0
-        while (remaining is None or remaining > 0) and not stop.is_set():
+        while (remaining is None or remaining > 0) and not interrupt.requested:
             page = store.events.load(
-                event_filter, after_seq=cursor, limit=min(remaining or 1000, 1000)
+                event_filter, after_seq=cursor, limit=min(remaining or MAX_PAGE, MAX_PAGE)
             )
             for event in page.events:
                 print(event.model_dump_json(), flush=args.follow)
@@ -154,11 +207,57 @@ def _events(url: str, args: argparse.Namespace) -> int:
             if not page.events:
                 if not args.follow:
                     break
-                stop.wait(args.interval)
+                _sleep(args.interval, interrupt)
     return 0
 
 
+class _Interrupt:
+    """Ctrl-C while following: the SIGINT handler only records it.
+
+    Python runs a handler in the main thread between two bytecodes, wherever that thread is,
+    possibly holding a lock (`threading.Event.wait` holds its condition's lock on the way in
+    and out): a handler that took a lock could wait forever for its own thread. So it sets an
+    attribute and nothing else, and the loop looks at it between polls, never in the middle of
+    a query or a line.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+
+@contextmanager
+def _interrupt_flag(follow: bool) -> Iterator[_Interrupt]:
+    interrupt = _Interrupt()
+    # Only the main thread may set handlers, and only it receives Ctrl-C anyway.
+    if not follow or threading.current_thread() is not threading.main_thread():
+        yield interrupt
+        return
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield interrupt
+    finally:
+        # None: the previous handler was not installed from Python and cannot be put back.
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+
+
+def _sleep(seconds: float, interrupt: _Interrupt) -> None:
+    # A handler that returns lets time.sleep() resume (PEP 475), so sleep in short slices.
+    deadline = time.monotonic() + seconds
+    while not interrupt.requested:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, _WAKE_S))
+
+
 def _journal(command: str, path: str) -> int:
+    if Path(path).is_dir() and not events_file(path).is_file():
+        raise SessionJournalError(
+            f"directory {path} has no {EVENTS_FILE} (looked for {events_file(path).absolute()})"
+        )
     try:
         if command == "stats":
             events = events_file(path)
@@ -176,6 +275,14 @@ def _journal(command: str, path: str) -> int:
 
 
 def _search(url: str, args: argparse.Namespace) -> int:
+    # Python decodes argv bytes that are not UTF-8 to lone surrogates (U+DC80-U+DCFF), which
+    # the index refuses; name the byte the user typed rather than the surrogate.
+    for position, char in enumerate(args.query):
+        if "\udc80" <= char <= "\udcff":
+            raise SessionJournalError(
+                f"search query is not valid UTF-8: byte 0x{ord(char) - 0xDC00:02x} at "
+                f"position {position}"
+            )
     with Store.open(url) as store:
         for hit in store.index.search(args.query, session_id=args.session, limit=args.limit):
             print(json.dumps(dataclasses.asdict(hit), ensure_ascii=False))

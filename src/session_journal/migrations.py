@@ -6,6 +6,7 @@ the build places at `session_journal/_alembic`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -64,11 +65,30 @@ def head() -> str:
 
 
 def is_known(revision: str) -> bool:
-    """Whether this code's scripts contain `revision`."""
+    """Whether this code's scripts contain `revision` (an id, a unique prefix of one, `head`)."""
+    if not revision.strip("@"):
+        return False  # Alembic asserts on a revision without an id ('', '@')
     try:
         return _scripts().get_revision(revision) is not None
     except CommandError:
         return False
+
+
+_FORWARD = re.compile(r"(?P<base>[^+]*)\+[0-9]+")
+
+
+def check_upgrade_target(revision: str) -> str:
+    """`InvalidRecord` unless `revision` is a target an upgrade may have: `head`, a revision of
+    this code, or a step forward (`+1`, `0003+1`, which Alembic resolves against the database).
+    Alembic itself reports an unknown target as a failure, as if something had run."""
+    forward = _FORWARD.fullmatch(revision)
+    base = forward["base"] if forward else revision
+    if (forward and not base) or is_known(base):
+        return revision
+    raise InvalidRecord(
+        f"unknown revision {revision!r}: expected head or a revision of this code "
+        f"(head {head()}); nothing was migrated"
+    )
 
 
 @dataclass(frozen=True)
@@ -130,7 +150,9 @@ def verify(engine: Engine) -> SchemaStatus:
 
 def upgrade(url: str, revision: str = "head", options: StoreOptions | None = None) -> None:
     """Migrate the database at `url` to `revision`; never from a revision this code does not
-    know (a database migrated by newer code)."""
+    know (a database migrated by newer code). An unknown target is an `InvalidRecord`, before
+    anything runs."""
+    check_upgrade_target(revision)
     engine = create_engine(url, options or StoreOptions.from_env(), role="reader")
     try:
         current = status(engine).revision

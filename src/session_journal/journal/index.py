@@ -5,6 +5,11 @@ PostgreSQL: a generated `tsvector` column (`simple` configuration) with a GIN in
 
 Queries are plain user text: words are ANDed, `"quoted phrases"` match as phrases, and anything
 else a user types (FTS operators, punctuation) is taken as text, never as query syntax.
+
+A query is bounded (`MAX_QUERY_CHARS`, `MAX_QUERY_WORDS`) and each distinct term is searched once:
+both engines score snippets and ranks by comparing every matched term instance with every other,
+so a query repeating one word hundreds of times cost seconds per hit before it was bounded (see
+`repositories/project_events.py` for how terms become SQL).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pydantic import ValidationError
 
 from ..errors import InvalidRecord
 from ..unit_of_work import Database
-from ..validation import optional_id, require_id
+from ..validation import check_unicode, optional_id, require_id
 from .envelope import JournalEnvelope
 from .extract import event_kind, extract_anchors, extract_text_content
 from .stats import EVENTS_FILE, complete_lines
@@ -31,6 +36,16 @@ log = logging.getLogger("session_journal.journal")
 
 _CHUNK = re.compile(r'"([^"]*)"?|([^\s"]+)')
 _WORD = re.compile(r"\w+")
+
+MAX_QUERY_CHARS = 1000
+"""The longest search query, in characters (code points) as given, NULs included."""
+
+MAX_QUERY_WORDS = 32
+"""The most words a search query may hold, counted as `search_terms` splits them: every word of
+every term, repeats included."""
+
+MAX_SEARCH_LIMIT = 1000
+"""The most hits one search returns; a larger `limit` is clamped to it."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,40 @@ def search_terms(query: str) -> list[SearchTerm]:
     return terms
 
 
+def parse_query(query: str) -> list[SearchTerm]:
+    """The distinct terms of a search query, in order: `search_terms` of the query without its
+    NULs (which no text column holds), each identical term once (ANDing a term with itself
+    finds nothing more, and every repeat multiplies the engines' snippet and rank work).
+
+    `InvalidRecord`, naming the query and the problem, for a query that is not non-empty text,
+    is longer than `MAX_QUERY_CHARS`, holds a lone surrogate (no database encoding can carry
+    it) or has more than `MAX_QUERY_WORDS` words. `[]` when it has no searchable word.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidRecord("query must be non-empty text")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidRecord(
+            f"search query {_preview(query)} is {len(query)} characters long, over the limit "
+            f"of {MAX_QUERY_CHARS}"
+        )
+    try:
+        check_unicode(query)
+    except ValueError as error:
+        raise InvalidRecord(f"search query {_preview(query)} {error}") from None
+    terms = search_terms(query.replace("\x00", ""))
+    words = sum(len(term.words) for term in terms)
+    if words > MAX_QUERY_WORDS:
+        raise InvalidRecord(
+            f"search query {_preview(query)} has {words} words, over the limit of {MAX_QUERY_WORDS}"
+        )
+    return list(dict.fromkeys(terms))
+
+
+def _preview(query: str) -> str:
+    # repr() escapes what a terminal should not receive raw (lone surrogates, control chars).
+    return repr(query) if len(query) <= 60 else repr(query[:60]) + "..."
+
+
 class ProjectIndex:
     """`store.index`: insert, search and rebuild the project's journal index."""
 
@@ -102,18 +151,18 @@ class ProjectIndex:
     def search(
         self, query: str, *, session_id: str | None = None, limit: int = 20
     ) -> list[SearchHit]:
-        """Hits for `query`, best first. `InvalidRecord` for an empty query; `[]` when the
+        """Hits for `query`, best first, at most `limit` (a positive integer; above
+        `MAX_SEARCH_LIMIT` it is clamped). `InvalidRecord` for a query `parse_query` refuses,
+        a malformed `session_id` or a bad `limit`, the same on both backends; `[]` when the
         query has no searchable word."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidRecord("query must be non-empty text")
+        terms = parse_query(query)
         session_id = optional_id(session_id, "session_id")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidRecord(f"limit must be a positive integer, got {limit!r}")
-        terms = search_terms(query.replace("\x00", ""))
         if not terms:
             return []
         with self._database.reading("search the project index") as uow:
-            return uow.project_events.search(terms, session_id, min(limit, 1000))
+            return uow.project_events.search(terms, session_id, min(limit, MAX_SEARCH_LIMIT))
 
     def rebuild(self, session_dir: str | os.PathLike[str], session_id: str) -> int:
         """Re-index a session from its `events.jsonl` (lines that do not decode are skipped);

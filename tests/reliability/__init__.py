@@ -1,0 +1,1 @@
+"""Reliability scenarios: processes killed, racing and fed hostile input (`-m reliability`)."""
