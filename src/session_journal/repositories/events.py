@@ -5,17 +5,14 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
 from pydantic import ValidationError
-from sqlalchemy.engine import Dialect
-from sqlalchemy.sql.compiler import SQLCompiler
 
+from .. import driver
 from ..config import StoreOptions
-from ..db import begin_write
 from ..errors import InvalidRecord, StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..validation import EncodedJson, check_json_text, describe, require_id, require_int
@@ -35,17 +32,12 @@ _TAKE_SEQS = (
     .returning(_sequences.c.last_seq)
 )
 _INSERT_EVENT = sa.insert(_events)
+# PostgreSQL: FOR SHARE keeps the session from being deleted before the event is inserted at
+# commit (on SQLite the write lock does).
 _SESSION_EXISTS = (
     sa.select(_sessions.c.session_id)
     .where(_sessions.c.session_id == sa.bindparam("session_id"))
     .with_for_update(read=True)
-)
-# SQLite, where BEGIN IMMEDIATE serialises writers: the check and the seq in one statement.
-_TAKE_SEQ_IF_SESSION = (
-    sa.update(_sequences)
-    .where(_sequences.c.name == API_EVENTS, sa.exists(_SESSION_EXISTS))
-    .values(last_seq=_sequences.c.last_seq + 1)
-    .returning(_sequences.c.last_seq)
 )
 # PostgreSQL: the seq and the insert of one event in one statement (one round trip). The
 # existence check (a row lock) stays a separate statement before it: a writer that waited for the
@@ -182,34 +174,39 @@ class EventRepository:
         self._connection.execute(_INSERT_EVENT, rows if len(rows) > 1 else rows[0])
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
-        """Append one event now if its session exists; whether it did.
-
-        For the last write of a transaction: queued events are flushed first, then this one takes
-        the next seq (and the lock that orders appenders) at once. On PostgreSQL the session row
-        is share-locked first, so it cannot be deleted before the insert. `body` is checked as
-        `append_encoded` checks it.
-        """
+        """Queue one event if its session exists; whether it did. On PostgreSQL the session row
+        is share-locked until commit, so it cannot be deleted before the insert. `body` is
+        checked as `append_encoded` checks it."""
         if isinstance(body, EncodedJson):
             require_int(recorded_at_ms, "recorded_at_ms")
         else:
             self._check(session_id, recorded_at_ms, body)
-        self.flush()
-        begin_write(self._connection)  # after a commit, as SQLAlchemy's autobegin would
-        params = {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        if self._connection.dialect.name == "postgresql":
-            if _driver(self._connection, _SESSION_EXISTS, params).fetchone() is None:
-                return False
-            _driver(self._connection, _APPEND_ONE, params)
-            return True
-        taken = _driver(self._connection, _TAKE_SEQ_IF_SESSION, params).fetchone()
-        if taken is None:
+        if (
+            driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id}).fetchone()
+            is None
+        ):
             return False
-        _driver(self._connection, _INSERT_EVENT, params | {"seq": taken[0]})
+        self._pending.append(
+            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+        )
         return True
+
+    def pending_count(self) -> int:
+        """How many appended events wait for `flush`."""
+        return len(self._pending)
+
+    def discard_after(self, count: int) -> None:
+        """Forget the events appended after the first `count` (their call was undone)."""
+        del self._pending[count:]
+
+    def discard_session(self, session_id: str) -> None:
+        """Forget the queued events of a session deleted in this transaction: had they been
+        inserted, the delete would have removed them with the session."""
+        self._pending = [row for row in self._pending if row["session_id"] != session_id]
 
     def latest_seq(self) -> int:
         """The frontier: the largest seq ever assigned (deletions never lower it)."""
-        row = _driver(self._connection, _LATEST_SEQ, {}).fetchone()
+        row = driver.run(self._connection, _LATEST_SEQ, {}).fetchone()
         if row is None:
             raise StorageError(_NO_FRONTIER)
         return int(row[0])
@@ -232,7 +229,7 @@ class EventRepository:
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
         with _collector_paused():
-            latest, rows = split_frontier(_driver(self._connection, query, params).fetchall())
+            latest, rows = split_frontier(driver.run(self._connection, query, params).fetchall())
             return latest, stored_events(rows)
 
 
@@ -254,36 +251,6 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
         rows.remove(frontier)
     rows.sort(key=_by_seq)
     return int(frontier[0]), rows
-
-
-def _driver(connection: sa.Connection, statement: sa.Executable, params: dict[str, Any]) -> Any:
-    """Run a statement of a hot path on the driver's own cursor (in the connection's current
-    transaction) and return the cursor. For pages, SQLAlchemy's Row objects cost more than the
-    rows; for a single append, its per-statement machinery costs about as much as the
-    statements. These statements need no bind or result processing (bodies travel as text)."""
-    sql, positions, defaults = _compiled(connection.dialect, statement)
-    values = defaults | params
-    driver = connection.connection.driver_connection
-    assert driver is not None
-    if positions is None:  # psycopg: named parameters; binary results (a tenth faster per page)
-        cursor = driver.cursor(binary=True)
-        cursor.execute(sql, values)
-    else:  # sqlite3: positional parameters
-        cursor = driver.cursor()
-        cursor.execute(sql, [values[key] for key in positions])
-    return cursor
-
-
-@lru_cache(maxsize=32)
-def _compiled(
-    dialect: Dialect, statement: sa.Executable
-) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
-    """The SQL text, the order of positional parameters (None for named ones) and the values of
-    the statement's constant binds."""
-    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
-    assert isinstance(compiled, SQLCompiler) and not compiled.escaped_bind_names
-    positions = None if compiled.positiontup is None else tuple(compiled.positiontup)
-    return compiled.string, positions, dict(compiled.construct_params(_check=False))
 
 
 @contextmanager

@@ -1,0 +1,403 @@
+"""The write path: the one owner of every write transaction of a store, with group commit.
+
+Nothing else begins, commits or rolls back a write transaction, or keeps the write connection.
+Services hand it a function of a `UnitOfWork` (`submit`); `store.unit_of_work()` borrows the
+transaction for a block of the caller's own code (`exclusive`).
+
+**Group commit.** Calls from concurrent threads queue; whichever caller finds the write path free
+becomes the *leader* and runs, in its own thread, whatever is queued at that moment as one batch:
+one transaction, each call in its own SAVEPOINT, one commit (one fsync) for all. A lone caller
+leads its own batch of one, with no savepoint, no timer and no thread hand-off, so it waits for
+nothing. A leader keeps leading until its own call is done, then hands over to a waiting caller.
+
+The rules a caller can rely on:
+- a call returns (or raises) only after the commit that contains its work is durable;
+- a call that fails rolls back to its savepoint and raises in its own caller only; the rest of
+  the batch commits. Its outcome (a refusal, a `False`) is released after the commit too: it may
+  have been computed against earlier members' work, which must be durable first;
+- if the commit itself fails, every call of the batch raises `StorageError` and nothing of
+  theirs is committed; the connection is discarded and the next batch starts on a new one;
+- seqs are taken once per batch, just before the commit (`EventRepository.flush`), so the
+  `event_sequences` row lock is held only from there to the end of the commit, and seqs stay
+  gap-free in commit order;
+- the queue is FIFO and batches are bounded (calls and events), so no caller starves; a full
+  queue makes a caller wait up to the busy timeout, then raise a `StorageError` saying so.
+
+The transaction is begun and ended on the driver, through the one seam below SQLAlchemy
+(`driver.begin_write`, `driver.commit`, `driver.rollback`): SQLite's `BEGIN IMMEDIATE` takes the
+write lock up front. Savepoints are SQLAlchemy's (`begin_nested`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from . import driver
+from .config import StoreOptions
+from .db import error_detail, translate_errors
+from .errors import SessionJournalError, StorageError, StoreClosed
+from .unit_of_work import UnitOfWork
+
+T = TypeVar("T")
+
+MAX_BATCH_CALLS = 64
+"""The most calls one batch runs."""
+MAX_BATCH_EVENTS = 2_000
+"""A batch stops taking calls once it holds this many events (a call is never split)."""
+MAX_QUEUED_CALLS = 4_096
+"""Calls waiting beyond this make a caller wait for room (up to the busy timeout)."""
+
+
+class _Call(Generic[T]):
+    """One queued call: its function, its name for errors, and its pending result."""
+
+    __slots__ = ("action", "exclusive", "fn", "future", "granted")
+
+    def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
+        self.fn = fn
+        self.action = action
+        self.exclusive = fn is None  # a unit-of-work block of the caller's own code
+        self.granted = False  # an exclusive call whose turn has come
+        self.future: Future[T] = Future()
+
+
+class WritePath:
+    """The write transactions of one store (see the module docstring)."""
+
+    def __init__(self, engine: Engine, options: StoreOptions) -> None:
+        self._engine = engine
+        self._options = options
+        self._pid = os.getpid()
+        self._fresh_state()
+        # A statement sent through SQLAlchemy after a unit-of-work block committed by itself
+        # (`uow.connection.commit()`) makes SQLAlchemy begin: that too must be a write
+        # transaction, never pysqlite's autocommit.
+        sa.event.listen(engine, "begin", driver.begin_write)
+
+    def _fresh_state(self) -> None:
+        self._changed = threading.Condition(threading.Lock())
+        self._queue: deque[_Call[Any]] = deque()
+        self._leading = False
+        self._leader: int | None = None  # the thread leading, or holding an exclusive turn
+        self._closed = False
+        self._exclusive_thread: int | None = None
+        self._connection: sa.Connection | None = None  # kept between batches
+        self._commit_marked = False  # the running call asked to commit (leader thread only)
+        self.batches = 0  # transactions run (committed or not), for tests and benchmarks
+        self.calls = 0  # calls run in them
+
+    # --- callers ----------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
+        """Run `fn` on a unit of work in the next batch; its result once the batch committed.
+        An exception of `fn` (with its savepoint rolled back) is raised here, also after the
+        commit."""
+        call: _Call[T] = _Call(fn, action)
+        self._enqueue(call)
+        self._lead_until(call)  # a function call always comes back done
+        return call.future.result()
+
+    @contextmanager
+    def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
+        """A transaction of its own for a block of the caller's code (`store.unit_of_work()`):
+        it waits for its turn in the queue, then holds the write path until the block ends.
+        The block commits with `uow.commit()`; leaving it otherwise rolls back."""
+        call: _Call[None] = _Call(None, action)
+        self._enqueue(call)
+        if not self._lead_until(call):  # failed in the queue: the store was closed
+            call.future.result()
+            raise AssertionError("an exclusive call came back without its turn")
+        try:
+            with translate_errors(action):
+                connection = self._checkout()
+                sound = False
+                self._exclusive_thread = threading.get_ident()
+                try:
+                    driver.begin_write(connection)
+                    self.batches += 1
+                    self.calls += 1
+                    yield UnitOfWork(connection, self._options, self._committer(connection))
+                    sound = True
+                except SessionJournalError as error:  # a refusal leaves the connection sound
+                    sound = not isinstance(error, StorageError)
+                    raise
+                finally:
+                    self._exclusive_thread = None
+                    self._release(connection, sound)
+        finally:
+            call.future.set_result(None)
+            self._resign()
+
+    def queued(self) -> int:
+        """How many calls wait for a batch."""
+        with self._changed:
+            return len(self._queue)
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread holds the write path in a unit-of-work block."""
+        return self._exclusive_thread == threading.get_ident()
+
+    def close(self) -> None:
+        """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
+        for the batch or unit of work in progress (unless this thread holds it), and close the
+        kept connection."""
+        with self._changed:
+            self._closed = True
+            while self._queue:  # no batch took these: they never ran
+                call = self._queue.popleft()
+                call.future.set_exception(StoreClosed(f"{call.action}: the store was closed"))
+            self._changed.notify_all()
+            if not self.writing_in_this_thread():
+                while self._leading or self._queue:
+                    self._changed.wait()
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    # --- queue and leadership ---------------------------------------------------------------
+
+    def _enqueue(self, call: _Call[Any]) -> None:
+        if os.getpid() != self._pid:
+            self._after_fork()
+        if self.writing_in_this_thread():
+            # This thread holds the write path: waiting for its turn would wait for itself.
+            raise SessionJournalError(
+                f"{call.action}: a write was started inside a unit of work of the same store; "
+                "use the unit of work's repositories instead"
+            )
+        with self._changed:
+            if self._closed:
+                raise StoreClosed(f"{call.action}: the store is closed")
+            if len(self._queue) >= MAX_QUEUED_CALLS and not self._changed.wait_for(
+                lambda: len(self._queue) < MAX_QUEUED_CALLS or self._closed,
+                self._options.busy_timeout_s,
+            ):
+                raise StorageError(
+                    f"{call.action}: the write queue stayed full ({MAX_QUEUED_CALLS} calls) "
+                    f"for the busy timeout ({self._options.busy_timeout_s:g} s); retry later"
+                )
+            if self._closed:
+                raise StoreClosed(f"{call.action}: the store is closed")
+            self._queue.append(call)
+
+    def _lead_until(self, call: _Call[Any]) -> bool:
+        """Wait until `call` is done, leading batches whenever the write path is free. Returns
+        `True` when `call` is exclusive and its turn has come: the caller then leads alone.
+
+        A caller interrupted while it waits or leads (`KeyboardInterrupt`, say) withdraws its
+        call if no batch took it yet (it is never written); one already in a batch may still
+        commit."""
+        try:
+            if not self._wait_for_turn(call):
+                return call.granted
+            while True:
+                with self._changed:
+                    if call.future.done():
+                        break
+                    head = self._queue[0] if self._queue else None
+                    handed_over = head is not None and head.exclusive
+                    if head is not None and head.exclusive:
+                        self._queue.popleft()
+                        head.granted = True
+                        if head is call:
+                            return True  # this thread leads on, running its own block
+                        self._leader = None  # the write path goes to that block's thread
+                        self._changed.notify_all()
+                    else:
+                        batch = self._take_batch()
+                        self._changed.notify_all()  # room in the queue
+                if handed_over:
+                    if not self._wait_for_turn(call):
+                        return call.granted
+                    continue
+                self._run(batch)
+        except BaseException:
+            self._withdraw(call)
+            self._resign_if_leading()
+            raise
+        self._resign()
+        return False
+
+    def _wait_for_turn(self, call: _Call[Any]) -> bool:
+        """Wait until `call` is done or granted (`False`), or the write path is free: then take
+        it and return `True`."""
+        with self._changed:
+            while not call.future.done() and not call.granted:
+                if not self._leading:
+                    self._leading = True
+                    self._leader = threading.get_ident()
+                    return True
+                self._changed.wait()
+            if call.granted:
+                self._leader = threading.get_ident()
+            return False
+
+    def _withdraw(self, call: _Call[Any]) -> None:
+        with self._changed:
+            if call in self._queue:
+                self._queue.remove(call)
+                call.future.cancel()
+                self._changed.notify_all()
+
+    def _take_batch(self) -> list[_Call[Any]]:
+        batch: list[_Call[Any]] = []
+        while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
+            call = self._queue.popleft()
+            call.future.set_running_or_notify_cancel()
+            batch.append(call)
+        return batch
+
+    def _resign(self) -> None:
+        """Give up leadership: a waiting caller takes it."""
+        with self._changed:
+            self._leading = False
+            self._leader = None
+            self._changed.notify_all()
+
+    def _resign_if_leading(self) -> None:
+        with self._changed:
+            if self._leader == threading.get_ident():
+                self._leading = False
+                self._leader = None
+                self._changed.notify_all()
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    def _run(self, batch: list[_Call[Any]]) -> None:
+        """Run the batch in one transaction and settle every call's future after its end."""
+        outcomes: list[tuple[_Call[Any], bool, Any]] = []
+        connection: sa.Connection | None = None
+        try:
+            connection = self._checkout()
+            uow = UnitOfWork(connection, self._options, self._mark_commit)
+            driver.begin_write(connection)
+            lone = len(batch) == 1
+            for index, call in enumerate(batch):
+                if uow.events.pending_count() >= MAX_BATCH_EVENTS:
+                    self._give_back(batch[index:])  # back at the head of the queue, in order
+                    break
+                outcomes.append((call, *self._run_call(call, uow, connection, lone=lone)))
+            self.batches += 1
+            self.calls += len(outcomes)
+            uow.events.flush()
+            driver.commit(connection)
+        except BaseException as error:
+            if connection is not None:
+                _discard_connection(connection)
+            for call in batch:
+                if call.future.running():  # not given back
+                    call.future.set_exception(_failed(call, error))
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._release(connection, sound=True)
+        for call, ok, value in outcomes:
+            if ok:
+                call.future.set_result(value)
+            else:
+                call.future.set_exception(value)
+
+    def _run_call(
+        self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
+    ) -> tuple[bool, Any]:
+        """Run one call; `(True, result)` or `(False, exception)`. A call that fails, or returns
+        without `uow.commit()`, is undone: in a batch to its savepoint; alone, the whole
+        transaction (which is only its own). Errors of the undo itself end the batch."""
+        mark = uow.events.pending_count()
+        nested = None if lone else connection.begin_nested()
+        self._commit_marked = False
+        try:
+            with translate_errors(call.action):
+                assert call.fn is not None
+                outcome: tuple[bool, Any] = (True, call.fn(uow))
+        except Exception as error:  # handed to its caller; the batch goes on
+            outcome = (False, error)
+        if outcome[0] and self._commit_marked:
+            if nested is not None:
+                nested.commit()
+            return outcome
+        uow.events.discard_after(mark)
+        if nested is not None:
+            nested.rollback()
+        else:
+            driver.rollback(connection)
+            driver.begin_write(connection)
+        return outcome
+
+    def _mark_commit(self, uow: UnitOfWork) -> None:
+        """`uow.commit()` inside a batch: the call's work is kept (released from its savepoint)
+        and commits with the batch."""
+        self._commit_marked = True
+
+    def _give_back(self, calls: list[_Call[Any]]) -> None:
+        with self._changed:
+            for call in reversed(calls):
+                self._queue.appendleft(call)
+
+    # --- the connection ------------------------------------------------------------------------
+
+    def _checkout(self) -> sa.Connection:
+        connection, self._connection = self._connection, None
+        return connection if connection is not None else self._engine.connect()
+
+    def _committer(self, connection: sa.Connection) -> Callable[[UnitOfWork], None]:
+        def commit(uow: UnitOfWork) -> None:
+            uow.events.flush()
+            driver.commit(connection)
+            driver.begin_write(connection)  # the block may go on writing: that is a new transaction
+
+        return commit
+
+    def _release(self, connection: sa.Connection, sound: bool) -> None:
+        """After a transaction: keep its connection for the next one if it is as the pool gave
+        it; else hand it back to the pool, which resets it, or discard it if it may be broken."""
+        if not sound or connection.invalidated:
+            _discard_connection(connection)
+            return
+        if connection.closed:  # closed by a unit-of-work block
+            return
+        try:
+            driver.rollback(connection)
+        except BaseException:
+            _discard_connection(connection)
+            raise
+        if (
+            self._closed
+            or connection.get_execution_options() != self._engine.get_execution_options()
+        ):
+            connection.close()
+        else:
+            self._connection = connection
+
+    def _after_fork(self) -> None:
+        """In a child process after `fork`: forget the parent's queue, locks and connection
+        without closing it (closing would end the parent's session on PostgreSQL)."""
+        _INHERITED.append(self._connection)  # never collected, so never closed here
+        self._pid = os.getpid()
+        self._fresh_state()
+
+
+_INHERITED: list[object] = []
+
+
+def _failed(call: _Call[Any], error: BaseException) -> StorageError:
+    """What each call of a batch that did not commit raises: a `StorageError` of its own,
+    naming the call, chained to the cause."""
+    failure = StorageError(f"{call.action} failed: {error_detail(error)}")
+    failure.__cause__ = error
+    return failure
+
+
+def _discard_connection(connection: sa.Connection) -> None:
+    """Close a connection that may be broken without talking to the database."""
+    connection.invalidate()
+    connection.close()
