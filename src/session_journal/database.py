@@ -55,9 +55,13 @@ class Database:
     def _check_open(self, action: str) -> None:
         if self._closed:
             raise StoreClosed(f"{action}: the store is closed")
+        self._forget_parent_after_fork()
+
+    def _forget_parent_after_fork(self) -> None:
+        """In a child process after `fork`: the inherited pooled connections are the parent's;
+        forget them without closing (closing would end the parent's sessions on PostgreSQL and
+        drop its locks on SQLite). The write path does the same for its own (`WritePath`)."""
         if os.getpid() != self._pid:
-            # A child after fork: the inherited pooled connections are the parent's; forget
-            # them without closing (closing would end the parent's sessions).
             self._pid = os.getpid()
             self.reader.dispose(close=False)
 
@@ -96,6 +100,7 @@ class Database:
         """Close the write path (queued calls fail with `StoreClosed`, one in progress is waited
         for unless this thread holds it) and every pooled connection; every later read or write
         raises `StoreClosed`. Calling it again does nothing more."""
+        self._forget_parent_after_fork()
         self._closed = True
         self.write_path.close()
         self.writer.dispose()

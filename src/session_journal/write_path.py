@@ -150,6 +150,8 @@ class WritePath:
         """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
         for the batch or unit of work in progress (unless this thread holds it), and close the
         kept connection."""
+        if os.getpid() != self._pid:
+            self._after_fork()
         with self._changed:
             self._closed = True
             while self._queue:  # no batch took these: they never ran
@@ -382,6 +384,7 @@ class WritePath:
         """In a child process after `fork`: forget the parent's queue, locks and connection
         without closing it (closing would end the parent's session on PostgreSQL)."""
         _INHERITED.append(self._connection)  # never collected, so never closed here
+        self._engine.dispose(close=False)  # the pool's inherited connections too
         self._pid = os.getpid()
         self._fresh_state()
 

@@ -6,6 +6,7 @@ when it ends: the batch is then exactly the calls queued, in order.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -275,3 +276,26 @@ def test_many_threads_lose_nothing_and_share_commits(store: Store) -> None:
             startup_fault(str(n)) for n in range(20)
         ]
     assert write_path.batches - batches <= 320
+
+
+def test_a_store_used_in_a_forked_child_gets_its_own_connections(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+    assert store.faults.record_startup_fault("a", "parent before")  # the kept write connection
+    assert store.events.latest_seq() == 1  # a pooled reader connection
+    pid = os.fork()
+    if pid == 0:  # the child: write, read, close, and never touch the parent's connections
+        code = 1
+        try:
+            store.faults.record_startup_fault("a", "child")
+            code = 0 if store.events.latest_seq() == 2 else 2
+            store.close()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.faults.record_startup_fault("a", "parent after")
+    assert bodies(store) == [
+        startup_fault("parent before"),
+        startup_fault("child"),
+        startup_fault("parent after"),
+    ]
