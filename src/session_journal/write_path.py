@@ -38,6 +38,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
@@ -55,18 +56,22 @@ MAX_BATCH_EVENTS = 2_000
 """A batch stops taking calls once it holds this many events (a call is never split)."""
 MAX_QUEUED_CALLS = 4_096
 """Calls waiting beyond this make a caller wait for room (up to the busy timeout)."""
+MAX_DEADLOCK_RETRIES = 3
+"""How often a call chosen as a deadlock victim is queued again before its caller gets the
+error (see `_is_deadlock`)."""
 
 
 class _Call(Generic[T]):
     """One queued call: its function, its name for errors, and its pending result."""
 
-    __slots__ = ("action", "exclusive", "fn", "future", "granted")
+    __slots__ = ("action", "exclusive", "fn", "future", "granted", "retries")
 
     def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
         self.fn = fn
         self.action = action
         self.exclusive = fn is None  # a unit-of-work block of the caller's own code
         self.granted = False  # an exclusive call whose turn has come
+        self.retries = 0  # times it was rolled back as a deadlock victim and queued again
         self.future: Future[T] = Future()
 
 
@@ -94,6 +99,7 @@ class WritePath:
         self._commit_marked = False  # the running call asked to commit (leader thread only)
         self.batches = 0  # transactions run (committed or not), for tests and benchmarks
         self.calls = 0  # calls run in them
+        self.retried = 0  # deadlock victims queued again
 
     # --- callers ----------------------------------------------------------------------------
 
@@ -254,7 +260,8 @@ class WritePath:
         batch: list[_Call[Any]] = []
         while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
             call = self._queue.popleft()
-            call.future.set_running_or_notify_cancel()
+            if not call.future.running():  # a call given back to the queue is running already
+                call.future.set_running_or_notify_cancel()
             batch.append(call)
         return batch
 
@@ -276,8 +283,9 @@ class WritePath:
 
     def _run(self, batch: list[_Call[Any]]) -> None:
         """Run the batch in one transaction and settle every call's future after its end."""
-        outcomes: list[tuple[_Call[Any], bool, Any]] = []
+        outcomes: list[tuple[_Call[Any], str, Any]] = []
         connection: sa.Connection | None = None
+        taken = batch  # the calls this transaction runs: the rest is given back
         try:
             connection = self._checkout()
             uow = UnitOfWork(connection, self._options, self._mark_commit)
@@ -285,6 +293,7 @@ class WritePath:
             lone = len(batch) == 1
             for index, call in enumerate(batch):
                 if uow.events.pending_count() >= MAX_BATCH_EVENTS:
+                    taken = batch[:index]
                     self._give_back(batch[index:])  # back at the head of the queue, in order
                     break
                 outcomes.append((call, *self._run_call(call, uow, connection, lone=lone)))
@@ -295,35 +304,42 @@ class WritePath:
         except BaseException as error:
             if connection is not None:
                 _discard_connection(connection)
-            for call in batch:
-                if call.future.running():  # not given back
-                    call.future.set_exception(_failed(call, error))
+            for call in taken:
+                call.future.set_exception(_failed(call, error))
             if not isinstance(error, Exception):
                 raise
             return
         self._release(connection, sound=True)
-        for call, ok, value in outcomes:
-            if ok:
+        self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
+        for call, kind, value in outcomes:
+            if kind == _OK:
                 call.future.set_result(value)
-            else:
+            elif kind == _ERROR:
                 call.future.set_exception(value)
 
     def _run_call(
         self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
-    ) -> tuple[bool, Any]:
-        """Run one call; `(True, result)` or `(False, exception)`. A call that fails, or returns
-        without `uow.commit()`, is undone: in a batch to its savepoint; alone, the whole
-        transaction (which is only its own). Errors of the undo itself end the batch."""
+    ) -> tuple[str, Any]:
+        """Run one call: `(_OK, result)`, `(_ERROR, exception)` or `(_RETRY, exception)`. A call
+        that fails, or returns without `uow.commit()`, is undone: in a batch to its savepoint;
+        alone, the whole transaction (which is only its own). Errors of the undo itself end the
+        batch."""
         mark = uow.events.pending_count()
         nested = None if lone else connection.begin_nested()
         self._commit_marked = False
+        outcome: tuple[str, Any]
         try:
             with translate_errors(call.action):
                 assert call.fn is not None
-                outcome: tuple[bool, Any] = (True, call.fn(uow))
+                outcome = (_OK, call.fn(uow))
         except Exception as error:  # handed to its caller; the batch goes on
-            outcome = (False, error)
-        if outcome[0] and self._commit_marked:
+            if _is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
+                call.retries += 1
+                self.retried += 1
+                outcome = (_RETRY, error)
+            else:
+                outcome = (_ERROR, error)
+        if outcome[0] == _OK and self._commit_marked:
             if nested is not None:
                 nested.commit()
             return outcome
@@ -390,6 +406,19 @@ class WritePath:
 
 
 _INHERITED: list[object] = []
+
+
+_OK, _ERROR, _RETRY = "ok", "error", "retry"
+
+
+def _is_deadlock(error: BaseException) -> bool:
+    """Whether PostgreSQL chose this call as the victim of a deadlock (or a serialization
+    failure). Batches of two processes may lock the same sessions in different orders (each
+    call locks in one order, but a batch holds the locks of all its calls); the victim's
+    savepoint is rolled back, which frees its locks, so the other batch commits. The victim is
+    queued again for the next batch instead of failing its caller: it did nothing wrong."""
+    cause = getattr(error.__cause__, "orig", error.__cause__)
+    return isinstance(cause, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
 
 
 def _failed(call: _Call[Any], error: BaseException) -> StorageError:

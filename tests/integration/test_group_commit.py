@@ -299,3 +299,68 @@ def test_a_store_used_in_a_forked_child_gets_its_own_connections(store: Store) -
         startup_fault("child"),
         startup_fault("parent after"),
     ]
+
+
+def test_batches_of_two_controllers_locking_in_crossed_order_both_commit(url: str) -> None:
+    # PostgreSQL: each batch locks one session, then waits for the other batch to lock the
+    # other, then asks for it: a deadlock. Its victim is rolled back to its savepoint and queued
+    # again, so every call succeeds. (SQLite writers never overlap: the batches run in turn.)
+    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+        for name in ("s1", "s2"):
+            first.sessions.save(SessionFactory(id=name))
+        postgres = first._database.writer.dialect.name == "postgresql"
+        met = threading.Barrier(2 if postgres else 1, timeout=30)
+
+        def lock_then_meet(name: str) -> Callable[[UnitOfWork], str]:
+            def fn(uow: UnitOfWork) -> str:
+                uow.sessions.lock(name)
+                met.wait()
+                uow.commit()
+                return name
+
+            return fn
+
+        def failed_by(store: Store, name: str, who: str) -> Callable[[], None]:
+            record = SessionFactory(id=name, last_error=f"seen by {who}")
+            return lambda: store.sessions.save_lifecycle(record)
+
+        plans = [
+            (
+                first,
+                [
+                    lambda: first.run_in_unit_of_work(lock_then_meet("s1")),
+                    failed_by(first, "s2", "first"),
+                ],
+            ),
+            (
+                second,
+                [
+                    lambda: second.run_in_unit_of_work(lock_then_meet("s2")),
+                    failed_by(second, "s1", "second"),
+                ],
+            ),
+        ]
+        callers: list[Caller] = []
+        if postgres:  # both batches at once
+            with first.unit_of_work(), second.unit_of_work():
+                for store, calls in plans:
+                    for call in calls:
+                        queued = store._database.write_path.queued()
+                        callers.append(Caller(call))
+                        callers[-1].start()
+                        wait_until(
+                            lambda s=store, q=queued: s._database.write_path.queued() == q + 1
+                        )
+        else:
+            for store, calls in plans:
+                with one_batch(store, calls) as done:
+                    callers.extend(done)
+        for caller in callers:
+            caller.join(60)
+        assert [caller.outcome for caller in callers] == ["s1", None, "s2", None]
+        retried = first._database.write_path.retried + second._database.write_path.retried
+        assert retried == (1 if postgres else 0)
+        assert {record.id: record.last_error for record in first.sessions.list()} == {
+            "s1": "seen by second",
+            "s2": "seen by first",
+        }
