@@ -36,6 +36,6 @@ def test_the_readme_examples_run(
         namespace: dict[str, object] = {}
         for number, block in enumerate(examples(), start=1):
             namespace["store"] = store
-            exec(compile(block, f"README example {number}", "exec"), namespace)  # noqa: S102
+            exec(compile(block, f"README example {number}", "exec"), namespace)
     assert "session-1" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "journal.db")
