@@ -64,15 +64,17 @@ error (see `_is_deadlock`)."""
 class _Call(Generic[T]):
     """One queued call: its function, its name for errors, and its pending result."""
 
-    __slots__ = ("action", "exclusive", "fn", "future", "granted", "retries")
+    __slots__ = ("action", "exclusive", "fn", "future", "leads", "retries", "wake")
 
     def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
         self.fn = fn
         self.action = action
         self.exclusive = fn is None  # a unit-of-work block of the caller's own code
-        self.granted = False  # an exclusive call whose turn has come
+        self.leads = False  # its thread holds the write path (to lead batches, or its block)
         self.retries = 0  # times it was rolled back as a deadlock victim and queued again
         self.future: Future[T] = Future()
+        # Set after `leads` or `future` changed: its thread alone wakes (no thundering herd).
+        self.wake = threading.Event()
 
 
 class WritePath:
@@ -89,10 +91,10 @@ class WritePath:
         sa.event.listen(engine, "begin", driver.begin_write)
 
     def _fresh_state(self) -> None:
-        self._changed = threading.Condition(threading.Lock())
+        self._mutex = threading.Lock()
+        self._idle = threading.Condition(self._mutex)  # room in the queue, or nobody leads
         self._queue: deque[_Call[Any]] = deque()
-        self._leading = False
-        self._leader: int | None = None  # the thread leading, or holding an exclusive turn
+        self._leading = False  # some caller's thread holds the write path
         self._closed = False
         self._exclusive_thread: int | None = None
         self._connection: sa.Connection | None = None  # kept between batches
@@ -141,11 +143,12 @@ class WritePath:
                     self._release(connection, sound)
         finally:
             call.future.set_result(None)
-            self._resign()
+            with self._mutex:
+                self._hand_over()
 
     def queued(self) -> int:
         """How many calls wait for a batch."""
-        with self._changed:
+        with self._mutex:
             return len(self._queue)
 
     def writing_in_this_thread(self) -> bool:
@@ -158,15 +161,16 @@ class WritePath:
         kept connection."""
         if os.getpid() != self._pid:
             self._after_fork()
-        with self._changed:
+        with self._idle:
             self._closed = True
             while self._queue:  # no batch took these: they never ran
                 call = self._queue.popleft()
                 call.future.set_exception(StoreClosed(f"{call.action}: the store was closed"))
-            self._changed.notify_all()
+                call.wake.set()
+            self._idle.notify_all()
             if not self.writing_in_this_thread():
-                while self._leading or self._queue:
-                    self._changed.wait()
+                while self._leading:
+                    self._idle.wait()
             connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
@@ -174,6 +178,7 @@ class WritePath:
     # --- queue and leadership ---------------------------------------------------------------
 
     def _enqueue(self, call: _Call[Any]) -> None:
+        """Queue the call; with nobody leading, its own thread leads at once."""
         if os.getpid() != self._pid:
             self._after_fork()
         if self.writing_in_this_thread():
@@ -182,10 +187,10 @@ class WritePath:
                 f"{call.action}: a write was started inside a unit of work of the same store; "
                 "use the unit of work's repositories instead"
             )
-        with self._changed:
+        with self._idle:
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
-            if len(self._queue) >= MAX_QUEUED_CALLS and not self._changed.wait_for(
+            if len(self._queue) >= MAX_QUEUED_CALLS and not self._idle.wait_for(
                 lambda: len(self._queue) < MAX_QUEUED_CALLS or self._closed,
                 self._options.busy_timeout_s,
             ):
@@ -196,65 +201,63 @@ class WritePath:
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
             self._queue.append(call)
+            if not self._leading:
+                self._leading = call.leads = True
 
     def _lead_until(self, call: _Call[Any]) -> bool:
-        """Wait until `call` is done, leading batches whenever the write path is free. Returns
-        `True` when `call` is exclusive and its turn has come: the caller then leads alone.
+        """Wait until `call` is done, leading batches while this thread holds the write path.
+        Returns `True` when `call` is exclusive and its turn has come: the caller then holds
+        the write path for its block.
+
+        Leadership passes from thread to thread, never to two at once: a leader leads until its
+        own call is done, then hands the write path to the thread of the call at the head of
+        the queue (`_hand_over`), waking that thread alone.
 
         A caller interrupted while it waits or leads (`KeyboardInterrupt`, say) withdraws its
         call if no batch took it yet (it is never written); one already in a batch may still
         commit."""
         try:
-            if not self._wait_for_turn(call):
-                return call.granted
             while True:
-                with self._changed:
+                while not call.leads and not call.future.done():
+                    call.wake.wait()
+                    call.wake.clear()
+                with self._idle:
                     if call.future.done():
-                        break
-                    head = self._queue[0] if self._queue else None
-                    handed_over = head is not None and head.exclusive
-                    if head is not None and head.exclusive:
+                        if call.leads:
+                            call.leads = False
+                            self._hand_over()
+                        return False
+                    head = self._queue[0]  # this call is queued until done: never empty
+                    if head.exclusive:
                         self._queue.popleft()
-                        head.granted = True
                         if head is call:
-                            return True  # this thread leads on, running its own block
-                        self._leader = None  # the write path goes to that block's thread
-                        self._changed.notify_all()
-                    else:
-                        batch = self._take_batch()
-                        self._changed.notify_all()  # room in the queue
-                if handed_over:
-                    if not self._wait_for_turn(call):
-                        return call.granted
-                    continue
+                            return True  # this thread holds the write path for its block
+                        call.leads, head.leads = False, True  # the write path goes to it
+                        head.wake.set()
+                        continue
+                    batch = self._take_batch()
+                    self._idle.notify_all()  # room in the queue
                 self._run(batch)
         except BaseException:
-            self._withdraw(call)
-            self._resign_if_leading()
+            with self._mutex:
+                if call in self._queue:
+                    self._queue.remove(call)
+                    call.future.cancel()
+                if call.leads:
+                    call.leads = False
+                    self._hand_over()
             raise
-        self._resign()
-        return False
 
-    def _wait_for_turn(self, call: _Call[Any]) -> bool:
-        """Wait until `call` is done or granted (`False`), or the write path is free: then take
-        it and return `True`."""
-        with self._changed:
-            while not call.future.done() and not call.granted:
-                if not self._leading:
-                    self._leading = True
-                    self._leader = threading.get_ident()
-                    return True
-                self._changed.wait()
-            if call.granted:
-                self._leader = threading.get_ident()
-            return False
-
-    def _withdraw(self, call: _Call[Any]) -> None:
-        with self._changed:
-            if call in self._queue:
-                self._queue.remove(call)
-                call.future.cancel()
-                self._changed.notify_all()
+    def _hand_over(self) -> None:
+        """With the mutex held, by the thread that holds the write path and gives it up: to the
+        thread of the call at the head of the queue, or to nobody."""
+        if self._queue:
+            head = self._queue[0]
+            head.leads = True
+            head.wake.set()
+        else:
+            self._leading = False
+            self._idle.notify_all()
 
     def _take_batch(self) -> list[_Call[Any]]:
         batch: list[_Call[Any]] = []
@@ -264,20 +267,6 @@ class WritePath:
                 call.future.set_running_or_notify_cancel()
             batch.append(call)
         return batch
-
-    def _resign(self) -> None:
-        """Give up leadership: a waiting caller takes it."""
-        with self._changed:
-            self._leading = False
-            self._leader = None
-            self._changed.notify_all()
-
-    def _resign_if_leading(self) -> None:
-        with self._changed:
-            if self._leader == threading.get_ident():
-                self._leading = False
-                self._leader = None
-                self._changed.notify_all()
 
     # --- one batch ---------------------------------------------------------------------------
 
@@ -306,6 +295,7 @@ class WritePath:
                 _discard_connection(connection)
             for call in taken:
                 call.future.set_exception(_failed(call, error))
+                call.wake.set()
             if not isinstance(error, Exception):
                 raise
             return
@@ -316,6 +306,7 @@ class WritePath:
                 call.future.set_result(value)
             elif kind == _ERROR:
                 call.future.set_exception(value)
+            call.wake.set()
 
     def _run_call(
         self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
@@ -357,7 +348,7 @@ class WritePath:
         self._commit_marked = True
 
     def _give_back(self, calls: list[_Call[Any]]) -> None:
-        with self._changed:
+        with self._mutex:
             for call in reversed(calls):
                 self._queue.appendleft(call)
 
