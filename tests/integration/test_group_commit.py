@@ -7,6 +7,7 @@ when it ends: the batch is then exactly the calls queued, in order.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -364,3 +365,29 @@ def test_batches_of_two_controllers_locking_in_crossed_order_both_commit(url: st
             "s1": "seen by second",
             "s2": "seen by first",
         }
+
+
+def test_a_caller_interrupted_while_queued_withdraws_its_call(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.unit_of_work():
+            inside.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(30)
+    interrupt = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    interrupt.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            store.faults.record_startup_fault("a", "withdrawn")
+    finally:
+        interrupt.cancel()
+        release.set()
+        holder.join(30)
+    assert store._database.write_path.queued() == 0
+    assert store.faults.record_startup_fault("a", "after")
+    assert bodies(store) == [startup_fault("after")]
