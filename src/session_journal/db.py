@@ -134,10 +134,15 @@ def translate_errors(action: str) -> Iterator[None]:
         raise StorageError(f"{action} failed: {error_detail(error)}") from error
 
 
+def is_database_error(error: BaseException) -> bool:
+    """Whether `error` comes from SQLAlchemy or a driver (what `translate_errors` translates)."""
+    return isinstance(error, exc.SQLAlchemyError | sqlite3.Error | psycopg.Error)
+
+
 def error_detail(error: BaseException) -> str:
     """The first line of what the driver said (SQLAlchemy wraps it as `orig`), else the
     error's repr for anything that is not a database error."""
-    if isinstance(error, exc.SQLAlchemyError | sqlite3.Error | psycopg.Error):
+    if is_database_error(error):
         text = str(getattr(error, "orig", None) or error)
         return text.splitlines()[0] if text else type(error).__name__
     return str(error) if isinstance(error, SessionJournalError) else repr(error)

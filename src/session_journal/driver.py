@@ -43,6 +43,24 @@ def run(connection: sa.Connection, statement: sa.Executable, params: dict[str, A
     return cursor
 
 
+def run_many(
+    connection: sa.Connection, statement: sa.Executable, rows: list[dict[str, Any]]
+) -> None:
+    """Run a statement of a hot path once per row (`executemany`) on the driver's cursor."""
+    sql, positions, defaults = _compiled(connection.dialect, statement)
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    cursor = driver.cursor()
+    if positions is None:  # psycopg: named parameters (pipelined by executemany)
+        values: list[Any] = [defaults | row for row in rows]
+    else:  # sqlite3: positional parameters
+        values = [[(defaults | row)[key] for key in positions] for row in rows]
+    if len(values) == 1:
+        cursor.execute(sql, values[0])  # cheaper than executemany of one
+    else:
+        cursor.executemany(sql, values)
+
+
 @lru_cache(maxsize=32)
 def _compiled(
     dialect: Dialect, statement: sa.Executable
@@ -81,6 +99,28 @@ def rollback(connection: sa.Connection) -> None:
         connection.rollback()
     else:
         connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+
+
+_SAVEPOINT = "SAVEPOINT batch_call"
+_RELEASE = "RELEASE SAVEPOINT batch_call"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT batch_call"
+
+
+def savepoint(connection: sa.Connection) -> None:
+    """Mark where one call of a batch begins (one name: calls of a batch never nest)."""
+    connection.connection.driver_connection.execute(_SAVEPOINT)  # type: ignore[union-attr]
+
+
+def release_savepoint(connection: sa.Connection) -> None:
+    """Keep what the call did since its savepoint."""
+    connection.connection.driver_connection.execute(_RELEASE)  # type: ignore[union-attr]
+
+
+def rollback_to_savepoint(connection: sa.Connection) -> None:
+    """Undo what the call did since its savepoint (and end the savepoint)."""
+    driver = connection.connection.driver_connection
+    driver.execute(_ROLLBACK_TO)  # type: ignore[union-attr]
+    driver.execute(_RELEASE)  # type: ignore[union-attr]
 
 
 # --- Reads of one statement ---------------------------------------------------------------

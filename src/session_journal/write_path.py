@@ -25,7 +25,7 @@ The rules a caller can rely on:
 
 The transaction is begun and ended on the driver, through the one seam below SQLAlchemy
 (`driver.begin_write`, `driver.commit`, `driver.rollback`): SQLite's `BEGIN IMMEDIATE` takes the
-write lock up front. Savepoints are SQLAlchemy's (`begin_nested`).
+write lock up front; so are the savepoints of the calls of a batch.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
@@ -44,7 +43,7 @@ from sqlalchemy.engine import Engine
 
 from . import driver
 from .config import StoreOptions
-from .db import error_detail, translate_errors
+from .db import error_detail, is_database_error, translate_errors
 from .errors import SessionJournalError, StorageError, StoreClosed
 from .unit_of_work import UnitOfWork
 
@@ -64,7 +63,7 @@ error (see `_is_deadlock`)."""
 class _Call(Generic[T]):
     """One queued call: its function, its name for errors, and its pending result."""
 
-    __slots__ = ("action", "exclusive", "fn", "future", "leads", "retries", "wake")
+    __slots__ = ("action", "done", "exclusive", "failed", "fn", "leads", "retries", "value", "wake")
 
     def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
         self.fn = fn
@@ -72,9 +71,39 @@ class _Call(Generic[T]):
         self.exclusive = fn is None  # a unit-of-work block of the caller's own code
         self.leads = False  # its thread holds the write path (to lead batches, or its block)
         self.retries = 0  # times it was rolled back as a deadlock victim and queued again
-        self.future: Future[T] = Future()
-        # Set after `leads` or `future` changed: its thread alone wakes (no thundering herd).
-        self.wake = threading.Event()
+        # The pending result (a future of our own: settled once, by the leader, after the
+        # commit): `value` is the result, or the exception when `failed`.
+        self.done = False
+        self.failed = False
+        self.value: Any = None
+        # Made only when the caller's thread must wait (a lone caller that leads never does);
+        # set after `leads` or `done` changed, so that thread alone wakes.
+        self.wake: threading.Event | None = None
+
+    def settle(self, value: Any, *, failed: bool = False) -> None:
+        """Record the outcome and wake the caller's thread."""
+        self.value, self.failed, self.done = value, failed, True
+        self.signal()
+
+    def signal(self) -> None:
+        """Wake the caller's thread if it waits (or is about to: it re-checks before waiting)."""
+        wake = self.wake
+        if wake is not None:
+            wake.set()
+
+    def wait(self) -> None:
+        """In the caller's thread: block until `leads` or `done` may have changed."""
+        if self.wake is None:
+            self.wake = threading.Event()
+            return  # the caller re-checks its state before it waits on the new event
+        self.wake.wait()
+        self.wake.clear()
+
+    def result(self) -> T:
+        """The call's result, or its exception raised."""
+        if self.failed:
+            raise self.value
+        return self.value  # type: ignore[no-any-return]
 
 
 class WritePath:
@@ -82,6 +111,7 @@ class WritePath:
 
     def __init__(self, engine: Engine, options: StoreOptions) -> None:
         self._engine = engine
+        self._engine_options = engine.get_execution_options()
         self._options = options
         self._pid = os.getpid()
         self._fresh_state()
@@ -95,6 +125,7 @@ class WritePath:
         self._idle = threading.Condition(self._mutex)  # room in the queue, or nobody leads
         self._queue: deque[_Call[Any]] = deque()
         self._leading = False  # some caller's thread holds the write path
+        self._waiting_for_room = 0  # callers waiting for the queue to shrink
         self._closed = False
         self._exclusive_thread: int | None = None
         self._connection: sa.Connection | None = None  # kept between batches
@@ -112,7 +143,7 @@ class WritePath:
         call: _Call[T] = _Call(fn, action)
         self._enqueue(call)
         self._lead_until(call)  # a function call always comes back done
-        return call.future.result()
+        return call.result()
 
     @contextmanager
     def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
@@ -122,7 +153,7 @@ class WritePath:
         call: _Call[None] = _Call(None, action)
         self._enqueue(call)
         if not self._lead_until(call):  # failed in the queue: the store was closed
-            call.future.result()
+            call.result()
             raise AssertionError("an exclusive call came back without its turn")
         try:
             with translate_errors(action):
@@ -142,7 +173,7 @@ class WritePath:
                     self._exclusive_thread = None
                     self._release(connection, sound)
         finally:
-            call.future.set_result(None)
+            call.settle(None)
             with self._mutex:
                 self._hand_over()
 
@@ -165,8 +196,7 @@ class WritePath:
             self._closed = True
             while self._queue:  # no batch took these: they never ran
                 call = self._queue.popleft()
-                call.future.set_exception(StoreClosed(f"{call.action}: the store was closed"))
-                call.wake.set()
+                call.settle(StoreClosed(f"{call.action}: the store was closed"), failed=True)
             self._idle.notify_all()
             if not self.writing_in_this_thread():
                 while self._leading:
@@ -190,10 +220,18 @@ class WritePath:
         with self._idle:
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
-            if len(self._queue) >= MAX_QUEUED_CALLS and not self._idle.wait_for(
-                lambda: len(self._queue) < MAX_QUEUED_CALLS or self._closed,
-                self._options.busy_timeout_s,
-            ):
+            if len(self._queue) >= MAX_QUEUED_CALLS:
+                self._waiting_for_room += 1
+                try:
+                    room = self._idle.wait_for(
+                        lambda: len(self._queue) < MAX_QUEUED_CALLS or self._closed,
+                        self._options.busy_timeout_s,
+                    )
+                finally:
+                    self._waiting_for_room -= 1
+            else:
+                room = True
+            if not room:
                 raise StorageError(
                     f"{call.action}: the write queue stayed full ({MAX_QUEUED_CALLS} calls) "
                     f"for the busy timeout ({self._options.busy_timeout_s:g} s); retry later"
@@ -218,11 +256,10 @@ class WritePath:
         commit."""
         try:
             while True:
-                while not call.leads and not call.future.done():
-                    call.wake.wait()
-                    call.wake.clear()
+                while not call.leads and not call.done:
+                    call.wait()
                 with self._idle:
-                    if call.future.done():
+                    if call.done:
                         if call.leads:
                             call.leads = False
                             self._hand_over()
@@ -233,16 +270,16 @@ class WritePath:
                         if head is call:
                             return True  # this thread holds the write path for its block
                         call.leads, head.leads = False, True  # the write path goes to it
-                        head.wake.set()
+                        head.signal()
                         continue
                     batch = self._take_batch()
-                    self._idle.notify_all()  # room in the queue
+                    if self._waiting_for_room:
+                        self._idle.notify_all()
                 self._run(batch)
         except BaseException:
             with self._mutex:
-                if call in self._queue:
+                if call in self._queue:  # no batch has it: withdrawn, never written
                     self._queue.remove(call)
-                    call.future.cancel()
                 if call.leads:
                     call.leads = False
                     self._hand_over()
@@ -254,7 +291,7 @@ class WritePath:
         if self._queue:
             head = self._queue[0]
             head.leads = True
-            head.wake.set()
+            head.signal()
         else:
             self._leading = False
             self._idle.notify_all()
@@ -262,16 +299,13 @@ class WritePath:
     def _take_batch(self) -> list[_Call[Any]]:
         batch: list[_Call[Any]] = []
         while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
-            call = self._queue.popleft()
-            if not call.future.running():  # a call given back to the queue is running already
-                call.future.set_running_or_notify_cancel()
-            batch.append(call)
+            batch.append(self._queue.popleft())
         return batch
 
     # --- one batch ---------------------------------------------------------------------------
 
     def _run(self, batch: list[_Call[Any]]) -> None:
-        """Run the batch in one transaction and settle every call's future after its end."""
+        """Run the batch in one transaction and settle every call after its end."""
         outcomes: list[tuple[_Call[Any], str, Any]] = []
         connection: sa.Connection | None = None
         taken = batch  # the calls this transaction runs: the rest is given back
@@ -294,19 +328,15 @@ class WritePath:
             if connection is not None:
                 _discard_connection(connection)
             for call in taken:
-                call.future.set_exception(_failed(call, error))
-                call.wake.set()
+                call.settle(_failed(call, error), failed=True)
             if not isinstance(error, Exception):
                 raise
             return
-        self._release(connection, sound=True)
+        self._keep(connection)
         self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
         for call, kind, value in outcomes:
-            if kind == _OK:
-                call.future.set_result(value)
-            elif kind == _ERROR:
-                call.future.set_exception(value)
-            call.wake.set()
+            if kind != _RETRY:
+                call.settle(value, failed=kind == _ERROR)
 
     def _run_call(
         self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
@@ -316,14 +346,15 @@ class WritePath:
         alone, the whole transaction (which is only its own). Errors of the undo itself end the
         batch."""
         mark = uow.events.pending_count()
-        nested = None if lone else connection.begin_nested()
+        if not lone:
+            driver.savepoint(connection)
         self._commit_marked = False
         outcome: tuple[str, Any]
+        assert call.fn is not None
         try:
-            with translate_errors(call.action):
-                assert call.fn is not None
-                outcome = (_OK, call.fn(uow))
-        except Exception as error:  # handed to its caller; the batch goes on
+            outcome = (_OK, call.fn(uow))
+        except Exception as raised:  # handed to its caller; the batch goes on
+            error = _translated(call, raised)
             if _is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
                 call.retries += 1
                 self.retried += 1
@@ -331,12 +362,12 @@ class WritePath:
             else:
                 outcome = (_ERROR, error)
         if outcome[0] == _OK and self._commit_marked:
-            if nested is not None:
-                nested.commit()
+            if not lone:
+                driver.release_savepoint(connection)
             return outcome
         uow.events.discard_after(mark)
-        if nested is not None:
-            nested.rollback()
+        if not lone:
+            driver.rollback_to_savepoint(connection)
         else:
             driver.rollback(connection)
             driver.begin_write(connection)
@@ -366,6 +397,14 @@ class WritePath:
 
         return commit
 
+    def _keep(self, connection: sa.Connection) -> None:
+        """After a commit (nothing is open): keep the connection for the next transaction,
+        unless a call changed its options or the store is closing."""
+        if self._closed or connection.get_execution_options() != self._engine_options:
+            connection.close()
+        else:
+            self._connection = connection
+
     def _release(self, connection: sa.Connection, sound: bool) -> None:
         """After a transaction: keep its connection for the next one if it is as the pool gave
         it; else hand it back to the pool, which resets it, or discard it if it may be broken."""
@@ -379,13 +418,7 @@ class WritePath:
         except BaseException:
             _discard_connection(connection)
             raise
-        if (
-            self._closed
-            or connection.get_execution_options() != self._engine.get_execution_options()
-        ):
-            connection.close()
-        else:
-            self._connection = connection
+        self._keep(connection)
 
     def _after_fork(self) -> None:
         """In a child process after `fork`: forget the parent's queue, locks and connection
@@ -410,6 +443,16 @@ def _is_deadlock(error: BaseException) -> bool:
     queued again for the next batch instead of failing its caller: it did nothing wrong."""
     cause = getattr(error.__cause__, "orig", error.__cause__)
     return isinstance(cause, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+
+
+def _translated(call: _Call[Any], error: Exception) -> Exception:
+    """A call's own error as its caller gets it: a driver error becomes a `StorageError` naming
+    the call (as `translate_errors` does), anything else is passed on."""
+    if isinstance(error, SessionJournalError) or not is_database_error(error):
+        return error
+    failure = StorageError(f"{call.action} failed: {error_detail(error)}")
+    failure.__cause__ = error
+    return failure
 
 
 def _failed(call: _Call[Any], error: BaseException) -> StorageError:

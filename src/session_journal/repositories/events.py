@@ -32,6 +32,13 @@ _TAKE_SEQS = (
     .returning(_sequences.c.last_seq)
 )
 _INSERT_EVENT = sa.insert(_events)
+# PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
+_INSERT_EVENT_PG = sa.insert(_events).values(
+    seq=sa.bindparam("seq", type_=sa.BigInteger),
+    session_id=sa.bindparam("session_id", type_=sa.Text),
+    recorded_at_ms=sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
+    body=sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
+)
 # PostgreSQL: FOR SHARE keeps the session from being deleted before the event is inserted at
 # commit (on SQLite the write lock does).
 _SESSION_EXISTS = (
@@ -164,14 +171,15 @@ class EventRepository:
         if not self._pending:
             return
         count = len(self._pending)
-        if count == 1 and self._connection.dialect.name == "postgresql":
-            self._connection.execute(_APPEND_ONE, self._pending.pop())
+        postgresql = self._connection.dialect.name == "postgresql"
+        if count == 1 and postgresql:  # the seq and the insert in one statement
+            driver.run(self._connection, _APPEND_ONE, self._pending.pop())
             return
-        last = self._connection.execute(_TAKE_SEQS, {"count": count}).scalar_one()
+        last = driver.run(self._connection, _TAKE_SEQS, {"count": count}).fetchone()[0]
         for offset, row in enumerate(self._pending):
             row["seq"] = last - count + 1 + offset
         rows, self._pending = self._pending, []
-        self._connection.execute(_INSERT_EVENT, rows if len(rows) > 1 else rows[0])
+        driver.run_many(self._connection, _INSERT_EVENT_PG if postgresql else _INSERT_EVENT, rows)
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
         """Queue one event if its session exists; whether it did. On PostgreSQL the session row
