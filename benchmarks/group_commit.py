@@ -21,7 +21,6 @@ Usage: `group_commit.py [--quick] [--only sqlite|postgresql]`.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import sys
 import tempfile
@@ -34,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from _databases import POSTGRES
-from _harness import Backend, Connection, Scale, now_ms, postgres_version
+from _harness import Backend, Connection, Scale, backends_to_run, bench_arguments, now_ms
 from bench import BODY, INSERT, MESSAGE, NEXT_SEQ, bare_setup, session_ids
 from bench import open_store as open_bench_store
 
@@ -238,17 +237,11 @@ def run_backend(backend: Backend, events: int) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="scale counts down ~5x")
-    parser.add_argument("--only", choices=("sqlite", "postgresql"))
-    args = parser.parse_args(argv)
+    args = bench_arguments(__doc__, argv)
     events = 1_280 if args.quick else 6_400
     lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="sj-bench-gc-") as directory:
-        backends = [] if args.only == "postgresql" else [Backend("sqlite", directory)]
-        if args.only != "sqlite" and postgres_version(POSTGRES):
-            backends.append(Backend("postgresql", POSTGRES))
-        for backend in backends:
+        for backend in backends_to_run(directory, args.only, POSTGRES):
             try:
                 lines += run_backend(backend, events)
             finally:

@@ -18,7 +18,6 @@ Usage: `versus_eventsourcing.py [--quick] [--only sqlite|postgresql]`.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import uuid
@@ -29,7 +28,15 @@ from typing import Any
 
 import sqlalchemy as sa
 from _databases import POSTGRES
-from _harness import Backend, Row, Scale, compare, postgres_version, print_table
+from _harness import (
+    Backend,
+    Row,
+    Scale,
+    backends_to_run,
+    bench_arguments,
+    compare,
+    print_table,
+)
 from bench import BODY, MESSAGE, api_append, open_store, session_ids
 
 from session_journal import Store
@@ -163,10 +170,7 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="scale counts down ~10x")
-    parser.add_argument("--only", choices=("sqlite", "postgresql"))
-    args = parser.parse_args(argv)
+    args = bench_arguments(__doc__, argv)
     if DomainEvent is None:
         print("eventsourcing is not installed (pip install -e '.[bench]'): skipped")
         return 0
@@ -174,10 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_events = 5_000 if args.quick else 50_000
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="sj-bench-es-") as directory:
-        backends = [] if args.only == "postgresql" else [Backend("sqlite", directory)]
-        if args.only != "sqlite" and postgres_version(POSTGRES):
-            backends.append(Backend("postgresql", POSTGRES))
-        for backend in backends:
+        for backend in backends_to_run(directory, args.only, POSTGRES):
             try:
                 rows += run_backend(backend, scale, log_events)
             finally:

@@ -9,13 +9,12 @@ from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import ValidationError
 
 from .. import driver
 from ..config import StoreOptions
-from ..errors import InvalidRecord, StorageError
+from ..errors import StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
-from ..validation import EncodedJson, check_json_text, describe, require_id, require_int
+from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ._tables import contexts as _contexts
 from ._tables import events as _events
 from ._tables import sequences as _sequences
@@ -153,13 +152,7 @@ class EventRepository:
     def _check(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         require_id(session_id, "session_id")
         require_int(recorded_at_ms, "recorded_at_ms")
-        if not isinstance(body, str):
-            raise InvalidRecord(f"body must be JSON text, got {type(body).__name__}")
-        try:
-            EVENT_DATA.validate_json(body)
-        except ValidationError as error:
-            raise InvalidRecord(f"body is not an API event body: {describe(error)}") from None
-        check_json_text(body, "body", self._max_body_bytes)
+        check_json_body(body, EVENT_DATA.validate_json, "an API event body", self._max_body_bytes)
 
     def flush(self) -> None:
         """Assign consecutive seqs to the queued events and insert them.
