@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .DEFAULT_GOAL := help
 
@@ -37,8 +38,14 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff format --check src tests benchmarks alembic
 	$(BIN)/mypy --strict src
 
-bench: $(STAMP) ## throughput against the bare drivers, on SQLite and PostgreSQL
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, on SQLite and PostgreSQL
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/group_commit.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/versus_eventsourcing.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/legacy_migration.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/projection.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/journal.py $(BENCH_ARGS)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,3 +136,20 @@ def print_table(rows: list[Row], targets: dict[tuple[str, str], float]) -> None:
         verdict += "" if target is None else ("PASS" if ratio >= target else "MISS")
         numbers = f"{row.api:>11,.0f}{row.bare:>11,.0f}{ratio:>7.2f}x"
         print(f"{row.backend:<11}{row.workload:<26}{numbers}  {verdict}")
+
+
+def bench_arguments(doc: str | None, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`--quick` and `--only sqlite|postgresql`, which `make bench` passes to every script."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--quick", action="store_true", help="scale the counts down")
+    parser.add_argument("--only", choices=("sqlite", "postgresql"))
+    return parser.parse_args(argv)
+
+
+def backends_to_run(directory: str, only: str | None, postgres_url: str) -> list[Backend]:
+    """SQLite in `directory` and PostgreSQL at `postgres_url` (when it answers), less `only`'s
+    other one."""
+    chosen = [] if only == "postgresql" else [Backend("sqlite", directory)]
+    if only != "sqlite" and postgres_version(postgres_url):
+        chosen.append(Backend("postgresql", postgres_url))
+    return chosen

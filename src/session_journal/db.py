@@ -1,10 +1,10 @@
 """Engines: SQLite pragmas and transaction control, PostgreSQL isolation, driver-error translation.
 
 SQLite: pysqlite's own transaction handling is switched off (it would not emit `BEGIN` before DDL
-and would start transactions late). Writes begin with `BEGIN IMMEDIATE` (`begin_write`, or the
-`begin` listener when SQLAlchemy begins), so a writer takes the database write lock at the start
-and waits up to the busy timeout for it instead of failing halfway; readers begin with a plain
-`BEGIN`, their snapshot starting at their first read. WAL lets readers run while a writer commits.
+and would start transactions late). Write transactions belong to the write path
+(`write_path.py`), which begins them with `BEGIN IMMEDIATE`; readers begin with a plain `BEGIN`
+(the `begin` listener below), their snapshot starting at their first read. WAL lets readers run
+while a writer commits.
 
 PostgreSQL: writers run in READ COMMITTED (the `event_sequences` row lock orders them); readers
 run in REPEATABLE READ so that every statement of a read sees one snapshot. Event pages are one
@@ -27,8 +27,6 @@ from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
 from .errors import InvalidRecord, SessionJournalError, StorageError
-
-_BEGIN_WRITE = "BEGIN IMMEDIATE"  # SQLite writers take the write lock up front
 
 
 def create_engine(
@@ -63,7 +61,7 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
     foreign_keys = "OFF" if role == "migrator" else "ON"
-    begin = "BEGIN" if role == "reader" else _BEGIN_WRITE
+    begin = "BEGIN" if role == "reader" else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
@@ -76,25 +74,17 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _begin(connection: sa.Connection) -> None:
-        # Straight to the driver. A write transaction may have begun there already (`begin_write`).
-        driver = connection.connection.driver_connection
-        assert isinstance(driver, sqlite3.Connection)
-        if not driver.in_transaction:
-            driver.execute(begin)
+    if role != "writer":  # the write path begins its own transactions (`write_path._begin`)
+
+        @event.listens_for(engine, "begin")
+        def _begin(connection: sa.Connection) -> None:
+            # pysqlite's own transaction handling is off: SQLAlchemy's begin must say BEGIN.
+            driver = connection.connection.driver_connection
+            assert isinstance(driver, sqlite3.Connection)
+            if not driver.in_transaction:
+                driver.execute(begin)
 
     return engine
-
-
-def begin_write(connection: sa.Connection) -> None:
-    """Begin a write transaction on the driver, unless one is open: on SQLite `BEGIN IMMEDIATE`
-    (the write lock, taken up front); psycopg begins by itself at the first statement. Cheaper
-    than SQLAlchemy's `begin()`, which a statement sent through SQLAlchemy still starts (the
-    listener above then sees the open transaction), and `commit()` ends both."""
-    driver = connection.connection.driver_connection
-    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
-        driver.execute(_BEGIN_WRITE)
 
 
 # --- The one rule for the SQLite database file -----------------------------------------------
@@ -141,5 +131,18 @@ def translate_errors(action: str) -> Iterator[None]:
     except (exc.SQLAlchemyError, sqlite3.Error, psycopg.Error) as error:
         # Driver errors arrive bare from statements sent straight to the driver (BEGIN on
         # SQLite, the page fetch): "database is locked" after the busy timeout, for one.
-        detail = str(getattr(error, "orig", None) or error).splitlines()[0]
-        raise StorageError(f"{action} failed: {detail}") from error
+        raise StorageError(f"{action} failed: {error_detail(error)}") from error
+
+
+def is_database_error(error: BaseException) -> bool:
+    """Whether `error` comes from SQLAlchemy or a driver (what `translate_errors` translates)."""
+    return isinstance(error, exc.SQLAlchemyError | sqlite3.Error | psycopg.Error)
+
+
+def error_detail(error: BaseException) -> str:
+    """The first line of what the driver said (SQLAlchemy wraps it as `orig`), else the
+    error's repr for anything that is not a database error."""
+    if is_database_error(error):
+        text = str(getattr(error, "orig", None) or error)
+        return text.splitlines()[0] if text else type(error).__name__
+    return str(error) if isinstance(error, SessionJournalError) else repr(error)

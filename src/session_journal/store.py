@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
+from typing import TypeVar
 
 import sqlalchemy as sa
 
 from . import migrations
 from .config import StoreOptions, resolve_url
+from .database import Database
 from .journal.index import ProjectIndex
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
@@ -18,7 +20,9 @@ from .services.events import EventService
 from .services.faults import FaultService
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
-from .unit_of_work import Database, UnitOfWork
+from .unit_of_work import UnitOfWork
+
+T = TypeVar("T")
 
 
 class Store:
@@ -82,7 +86,17 @@ class Store:
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
-        """A write transaction on the store's write path, for work the services do not cover.
-        Call `uow.commit()`; leaving the block without it rolls back."""
+        """A write transaction of its own on the store's write path, for work the services do
+        not cover. Call `uow.commit()`; leaving the block without it rolls back. The block runs
+        the caller's code inside the transaction, so it never joins a batch of other calls: it
+        waits for its turn in the queue, then holds the write path until it ends."""
         with self._database.writing("unit of work") as uow:
             yield uow
+
+    def run_in_unit_of_work(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run `fn(uow)` on the write path and return its result, as the services do: it joins
+        the next batch (group commit) in its own savepoint. Its work is kept only if it calls
+        `uow.commit()` (which then commits with the batch, before this returns); an exception
+        of `fn` undoes its work and is raised here. `fn` runs on whichever thread leads the
+        batch: keep it short and free of waits."""
+        return self._database.submit(fn, getattr(fn, "__name__", "unit of work"))

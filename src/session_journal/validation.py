@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 from pydantic import AfterValidator, BaseModel, ValidationError
@@ -164,6 +165,20 @@ def check_standard_json(text: str, what: str) -> str:
 
         json.loads(text, parse_constant=refuse)
     return text
+
+
+def check_json_body(
+    body: object, validate: Callable[[str], object], kind: str, max_bytes: int
+) -> str:
+    """A JSON body a caller wrote itself, for a repository to store: text that `validate`
+    accepts (`kind` names what it must be in the error) and that passes `check_json_text`."""
+    if not isinstance(body, str):
+        raise InvalidRecord(f"body must be JSON text, got {type(body).__name__}")
+    try:
+        validate(body)
+    except ValidationError as error:
+        raise InvalidRecord(f"body is not {kind}: {describe(error)}") from None
+    return check_json_text(body, "body", max_bytes)
 
 
 def check_json_text(text: str, what: str, max_bytes: int) -> str:

@@ -8,7 +8,8 @@ Spec: event-log.md, "Writes and concurrency" and "Sequence numbers and the front
 `store.events.load(after_seq=cursor, limit=7)`, following `next_after_seq`. Every process opens its
 own `Store`; the parent creates the schema and the sessions first.
 
-This proves, on SQLite and on PostgreSQL, that concurrent appenders in several processes:
+This proves, on SQLite and on PostgreSQL, that concurrent appenders in several processes, whose
+threads share transactions (group commit):
 - raise nothing (no "database is locked", no serialisation failure, no duplicate key);
 - leave seqs exactly 1..N with no hole or duplicate, and `latest_seq == N`;
 - commit in seq order, so a follower paging by cursor receives every event exactly once, in
@@ -70,6 +71,8 @@ class Report:
     seen: list[Seen] = field(default_factory=list)
     pages: int = 0
     pages_during_run: int = 0  # pages read while the frontier was still below the total
+    batches: int = 0  # a writer: the transactions its write path ran
+    calls: int = 0  # and the calls in them (more calls than batches: group commit)
 
 
 @dataclass
@@ -173,6 +176,8 @@ def writer_process(url: str, writer: int, reports: Messages, start: EventType) -
                 thread.start()
             for thread in threads:
                 thread.join()
+            report.batches = store._database.write_path.batches
+            report.calls = store._database.write_path.calls
     except BaseException:
         report.errors.append(traceback.format_exc())
     finally:
@@ -327,6 +332,12 @@ def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
         f"--- {name} ---\n" + "\n".join(messages) for name, messages in errors.items()
     )
     assert [process.exitcode for process in processes] == [0] * len(processes)
+
+    # Each writer's threads shared transactions (group commit): fewer batches than calls.
+    for writer in writers:
+        report = finished[writer.name]
+        assert report.calls == THREADS_PER_WRITER * APPENDS_PER_THREAD, report
+        assert report.batches < report.calls, f"{writer.name} formed no group commit"
 
     # The final log: seqs exactly 1..N, the frontier at N.
     log = all_events(store)

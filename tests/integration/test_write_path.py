@@ -97,7 +97,7 @@ def test_two_controllers_saving_the_same_new_failed_session_emit_one_fault(url: 
 
 def drop_writer_connection(store: Store, url: str) -> None:
     """Break the connection the store keeps for writes, as a server restart would."""
-    idle = store._database._idle_writer
+    idle = store._database.write_path._connection
     assert idle is not None
     driver = idle.connection.driver_connection
     if store._database.writer.dialect.name == "sqlite":
@@ -180,4 +180,4 @@ def test_closing_the_store_during_a_write_waits_for_it_and_keeps_no_connection(
     writer.join(10)
     closer.join(10)
     assert not closer.is_alive()
-    assert store._database._idle_writer is None
+    assert store._database.write_path._connection is None

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ..database import Database
 from ..errors import InvalidRecord
-from ..unit_of_work import Database
+from ..unit_of_work import UnitOfWork
 from ..validation import check_unicode, optional_id, require_id
 from .envelope import JournalEnvelope
 from .extract import event_kind, extract_anchors, extract_text_content
@@ -144,9 +145,12 @@ class ProjectIndex:
     def insert(self, rows: list[IndexRow]) -> None:
         """Insert rows; a row whose (session_id, seq) is already indexed is left as it is."""
         if rows:
-            with self._database.writing("index journal events") as uow:
+
+            def work(uow: UnitOfWork) -> None:
                 uow.project_events.insert(rows)
                 uow.commit()
+
+            return self._database.submit(work, "index journal events")
 
     def search(
         self, query: str, *, session_id: str | None = None, limit: int = 20
@@ -172,10 +176,13 @@ class ProjectIndex:
             rows = _rows_of(Path(session_dir) / EVENTS_FILE, session_id)
         except OSError as error:
             raise InvalidRecord(f"cannot read the events of {session_id!r}: {error}") from None
-        with self._database.writing(f"rebuild the index of {session_id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> None:
             uow.project_events.delete_session(session_id)
             uow.project_events.insert(rows)
             uow.commit()
+
+        self._database.submit(work, f"rebuild the index of {session_id!r}")
         return len(rows)
 
 

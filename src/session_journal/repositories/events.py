@@ -5,20 +5,16 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic import ValidationError
-from sqlalchemy.engine import Dialect
-from sqlalchemy.sql.compiler import SQLCompiler
 
+from .. import driver
 from ..config import StoreOptions
-from ..db import begin_write
-from ..errors import InvalidRecord, StorageError
+from ..errors import StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
-from ..validation import EncodedJson, check_json_text, describe, require_id, require_int
+from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ._tables import contexts as _contexts
 from ._tables import events as _events
 from ._tables import sequences as _sequences
@@ -35,17 +31,19 @@ _TAKE_SEQS = (
     .returning(_sequences.c.last_seq)
 )
 _INSERT_EVENT = sa.insert(_events)
+# PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
+_INSERT_EVENT_PG = sa.insert(_events).values(
+    seq=sa.bindparam("seq", type_=sa.BigInteger),
+    session_id=sa.bindparam("session_id", type_=sa.Text),
+    recorded_at_ms=sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
+    body=sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
+)
+# PostgreSQL: FOR SHARE keeps the session from being deleted before the event is inserted at
+# commit (on SQLite the write lock does).
 _SESSION_EXISTS = (
     sa.select(_sessions.c.session_id)
     .where(_sessions.c.session_id == sa.bindparam("session_id"))
     .with_for_update(read=True)
-)
-# SQLite, where BEGIN IMMEDIATE serialises writers: the check and the seq in one statement.
-_TAKE_SEQ_IF_SESSION = (
-    sa.update(_sequences)
-    .where(_sequences.c.name == API_EVENTS, sa.exists(_SESSION_EXISTS))
-    .values(last_seq=_sequences.c.last_seq + 1)
-    .returning(_sequences.c.last_seq)
 )
 # PostgreSQL: the seq and the insert of one event in one statement (one round trip). The
 # existence check (a row lock) stays a separate statement before it: a writer that waited for the
@@ -154,13 +152,7 @@ class EventRepository:
     def _check(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         require_id(session_id, "session_id")
         require_int(recorded_at_ms, "recorded_at_ms")
-        if not isinstance(body, str):
-            raise InvalidRecord(f"body must be JSON text, got {type(body).__name__}")
-        try:
-            EVENT_DATA.validate_json(body)
-        except ValidationError as error:
-            raise InvalidRecord(f"body is not an API event body: {describe(error)}") from None
-        check_json_text(body, "body", self._max_body_bytes)
+        check_json_body(body, EVENT_DATA.validate_json, "an API event body", self._max_body_bytes)
 
     def flush(self) -> None:
         """Assign consecutive seqs to the queued events and insert them.
@@ -172,44 +164,50 @@ class EventRepository:
         if not self._pending:
             return
         count = len(self._pending)
-        if count == 1 and self._connection.dialect.name == "postgresql":
-            self._connection.execute(_APPEND_ONE, self._pending.pop())
+        postgresql = self._connection.dialect.name == "postgresql"
+        if count == 1 and postgresql:  # the seq and the insert in one statement
+            driver.run(self._connection, _APPEND_ONE, self._pending.pop())
             return
-        last = self._connection.execute(_TAKE_SEQS, {"count": count}).scalar_one()
+        last = driver.run(self._connection, _TAKE_SEQS, {"count": count}).fetchone()[0]
         for offset, row in enumerate(self._pending):
             row["seq"] = last - count + 1 + offset
         rows, self._pending = self._pending, []
-        self._connection.execute(_INSERT_EVENT, rows if len(rows) > 1 else rows[0])
+        driver.run_many(self._connection, _INSERT_EVENT_PG if postgresql else _INSERT_EVENT, rows)
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
-        """Append one event now if its session exists; whether it did.
-
-        For the last write of a transaction: queued events are flushed first, then this one takes
-        the next seq (and the lock that orders appenders) at once. On PostgreSQL the session row
-        is share-locked first, so it cannot be deleted before the insert. `body` is checked as
-        `append_encoded` checks it.
-        """
+        """Queue one event if its session exists; whether it did. On PostgreSQL the session row
+        is share-locked until commit, so it cannot be deleted before the insert. `body` is
+        checked as `append_encoded` checks it."""
         if isinstance(body, EncodedJson):
             require_int(recorded_at_ms, "recorded_at_ms")
         else:
             self._check(session_id, recorded_at_ms, body)
-        self.flush()
-        begin_write(self._connection)  # after a commit, as SQLAlchemy's autobegin would
-        params = {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        if self._connection.dialect.name == "postgresql":
-            if _driver(self._connection, _SESSION_EXISTS, params).fetchone() is None:
-                return False
-            _driver(self._connection, _APPEND_ONE, params)
-            return True
-        taken = _driver(self._connection, _TAKE_SEQ_IF_SESSION, params).fetchone()
-        if taken is None:
+        if (
+            driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id}).fetchone()
+            is None
+        ):
             return False
-        _driver(self._connection, _INSERT_EVENT, params | {"seq": taken[0]})
+        self._pending.append(
+            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+        )
         return True
+
+    def pending_count(self) -> int:
+        """How many appended events wait for `flush`."""
+        return len(self._pending)
+
+    def discard_after(self, count: int) -> None:
+        """Forget the events appended after the first `count` (their call was undone)."""
+        del self._pending[count:]
+
+    def discard_session(self, session_id: str) -> None:
+        """Forget the queued events of a session deleted in this transaction: had they been
+        inserted, the delete would have removed them with the session."""
+        self._pending = [row for row in self._pending if row["session_id"] != session_id]
 
     def latest_seq(self) -> int:
         """The frontier: the largest seq ever assigned (deletions never lower it)."""
-        row = _driver(self._connection, _LATEST_SEQ, {}).fetchone()
+        row = driver.run(self._connection, _LATEST_SEQ, {}).fetchone()
         if row is None:
             raise StorageError(_NO_FRONTIER)
         return int(row[0])
@@ -232,7 +230,7 @@ class EventRepository:
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
         with _collector_paused():
-            latest, rows = split_frontier(_driver(self._connection, query, params).fetchall())
+            latest, rows = split_frontier(driver.run(self._connection, query, params).fetchall())
             return latest, stored_events(rows)
 
 
@@ -254,36 +252,6 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
         rows.remove(frontier)
     rows.sort(key=_by_seq)
     return int(frontier[0]), rows
-
-
-def _driver(connection: sa.Connection, statement: sa.Executable, params: dict[str, Any]) -> Any:
-    """Run a statement of a hot path on the driver's own cursor (in the connection's current
-    transaction) and return the cursor. For pages, SQLAlchemy's Row objects cost more than the
-    rows; for a single append, its per-statement machinery costs about as much as the
-    statements. These statements need no bind or result processing (bodies travel as text)."""
-    sql, positions, defaults = _compiled(connection.dialect, statement)
-    values = defaults | params
-    driver = connection.connection.driver_connection
-    assert driver is not None
-    if positions is None:  # psycopg: named parameters; binary results (a tenth faster per page)
-        cursor = driver.cursor(binary=True)
-        cursor.execute(sql, values)
-    else:  # sqlite3: positional parameters
-        cursor = driver.cursor()
-        cursor.execute(sql, [values[key] for key in positions])
-    return cursor
-
-
-@lru_cache(maxsize=32)
-def _compiled(
-    dialect: Dialect, statement: sa.Executable
-) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
-    """The SQL text, the order of positional parameters (None for named ones) and the values of
-    the statement's constant binds."""
-    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
-    assert isinstance(compiled, SQLCompiler) and not compiled.escaped_bind_names
-    positions = None if compiled.positiontup is None else tuple(compiled.positiontup)
-    return compiled.string, positions, dict(compiled.construct_params(_check=False))
 
 
 @contextmanager

@@ -7,14 +7,12 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from pydantic import ValidationError
 from sqlalchemy.dialects import postgresql, sqlite
 
 from ..config import StoreOptions
-from ..errors import InvalidRecord
 from ..events import ApiActivityState
 from ..records import CheckpointMetadata, SessionRecord, SessionState
-from ..validation import EncodedJson, check_json_text, describe, require_id
+from ..validation import EncodedJson, check_json_body, require_id
 from ._tables import activity as _activity
 from ._tables import checkpoints as _checkpoints
 from ._tables import contexts as _contexts
@@ -269,11 +267,6 @@ class ActivityRepository:
         `max_body_bytes` (`InvalidRecord` otherwise, nothing written)."""
         if not isinstance(body, EncodedJson):
             require_id(session_id, "session_id")
-            if not isinstance(body, str):
-                raise InvalidRecord(f"body must be JSON text, got {type(body).__name__}")
-            try:
-                ApiActivityState.model_validate_json(body)
-            except ValidationError as error:
-                raise InvalidRecord(f"body is not an activity state: {describe(error)}") from None
-            check_json_text(body, "body", self._max_body_bytes)
+            validate = ApiActivityState.model_validate_json
+            check_json_body(body, validate, "an activity state", self._max_body_bytes)
         _upsert(self._connection, _activity, {"session_id": session_id, "body": body})

@@ -6,10 +6,11 @@ from collections.abc import Iterable
 
 from pydantic import ValidationError
 
+from ..database import Database
 from ..errors import InvalidRecord
 from ..events import ActivityChanged, ApiActivityState
 from ..records import revalidate
-from ..unit_of_work import Database
+from ..unit_of_work import UnitOfWork
 from ..validation import EncodedJson, encode_json, require_id, require_int
 
 
@@ -41,8 +42,9 @@ class ActivityService:
             batch.append((session_id, EncodedJson(state.canonical_json()), event))
         if not batch:
             return 0
-        appended = 0
-        with self._database.writing("record activity") as uow:
+
+        def work(uow: UnitOfWork) -> int:
+            appended = 0
             existing = uow.sessions.lock_existing([session_id for session_id, _, _ in batch])
             for session_id, canonical, event in batch:
                 if session_id not in existing:
@@ -54,7 +56,9 @@ class ActivityService:
                 uow.activity.put(session_id, canonical)
                 appended += 1
             uow.commit()
-        return appended
+            return appended
+
+        return self._database.submit(work, "record activity")
 
     def get(self, session_id: str) -> ApiActivityState | None:
         """The latest snapshot, or `None` (no snapshot, or one this code cannot decode)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from ..database import Database
 from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..events import (
     CommandEnded,
@@ -16,7 +17,7 @@ from ..events import (
 )
 from ..records import CheckpointOperation, SessionRecord, SessionState, revalidate
 from ..repositories import StoredLifecycle
-from ..unit_of_work import Database, UnitOfWork
+from ..unit_of_work import UnitOfWork
 from ..validation import check_text, encode_json, require_id
 from ._common import lock_session, now_ms, record_fault_transition
 
@@ -43,7 +44,8 @@ class CheckpointService:
                 f"session {record.id!r}: a checkpoint begins with the record in state "
                 f"checkpointing, got {record.state.value}"
             )
-        with self._database.writing(f"begin checkpoint of {record.id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> None:
             stored = lock_session(uow, record.id)
             open_operation = uow.checkpoints.lock(record.id)
             if stored.state in BUSY_STATES or open_operation is not None:
@@ -60,13 +62,16 @@ class CheckpointService:
             self._save_lifecycle(uow, record, stored)
             uow.commit()
 
+        return self._database.submit(work, f"begin checkpoint of {record.id!r}")
+
     def correlate_barrier(self, session_id: str, operation_id: str, command_id: str) -> bool:
         """Record that barrier `command_id` was sent on behalf of operation `operation_id` (call
         it before submitting the barrier); whether that operation is the session's open one."""
         session_id = require_id(session_id, "session_id")
         operation_id = require_id(operation_id, "operation_id")
         command_id = require_id(command_id, "command_id")
-        with self._database.writing(f"correlate barrier of {session_id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> bool:
             uow.sessions.lock(session_id)  # the session row first, as every writer does
             operation = uow.checkpoints.lock(session_id)
             if operation is None or operation.command_id != operation_id:
@@ -77,6 +82,8 @@ class CheckpointService:
                 )
             uow.commit()
             return True
+
+        return self._database.submit(work, f"correlate barrier of {session_id!r}")
 
     def save_requested(self, record: SessionRecord, command_id: str) -> None:
         """Finish the owner's checkpoint as `succeeded`: save the lifecycle fields, the
@@ -89,7 +96,8 @@ class CheckpointService:
             raise InvalidRecord(
                 f"session {record.id!r}: successful checkpoint has no archive metadata"
             )
-        with self._database.writing(f"save checkpoint of {record.id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> None:
             stored = lock_session(uow, record.id)
             operation = uow.checkpoints.lock(record.id)
             if operation is None or operation.command_id != command_id:
@@ -101,6 +109,8 @@ class CheckpointService:
             uow.sessions.replace_checkpoint(record.id, record.checkpoint)
             self._finish(uow, operation, CommandResultKind.SUCCEEDED, None, None)
             uow.commit()
+
+        return self._database.submit(work, f"save checkpoint of {record.id!r}")
 
     def finish_failed(
         self, record: SessionRecord, command_id: str, *, deferred: bool, message: str
@@ -119,7 +129,8 @@ class CheckpointService:
             if deferred
             else (CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED)
         )
-        with self._database.writing(f"finish checkpoint of {record.id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> bool:
             stored = uow.sessions.lock(record.id)
             operation = uow.checkpoints.lock(record.id)
             if stored is None or operation is None or operation.command_id != command_id:
@@ -129,6 +140,8 @@ class CheckpointService:
             uow.commit()
             return True
 
+        return self._database.submit(work, f"finish checkpoint of {record.id!r}")
+
     def recover_interrupted(self, now: datetime | str) -> int:
         """At controller start: every session in `checkpointing` or with an open operation goes
         back to `running` with `last_checkpoint_error` saying the checkpoint was interrupted at
@@ -136,7 +149,8 @@ class CheckpointService:
         (`controller_restarted`). Returns the sessions recovered; a second call returns 0."""
         stamp = _timestamp(now)
         note = f"checkpoint interrupted by controller restart at {stamp}"
-        with self._database.writing("recover interrupted checkpoints") as uow:
+
+        def work(uow: UnitOfWork) -> int:
             session_ids = uow.sessions.lock_interrupted_checkpoints()
             for session_id in session_ids:
                 uow.sessions.mark_recovered(session_id, note)
@@ -151,6 +165,8 @@ class CheckpointService:
                     )
             uow.commit()
             return len(session_ids)
+
+        return self._database.submit(work, "recover interrupted checkpoints")
 
     def get(self, session_id: str) -> CheckpointOperation | None:
         """The session's open checkpoint operation, or `None`."""

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..database import Database
 from ..errors import InvalidRecord
 from ..events import ApiEventFilter, ApiEventPage
 from ..records import revalidate
-from ..unit_of_work import Database
 from ..validation import require_int
 
 MAX_PAGE = 1000

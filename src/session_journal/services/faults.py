@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ..database import Database
 from ..errors import InvalidRecord
 from ..events import OutcomeReason, SessionFault
-from ..unit_of_work import Database
+from ..unit_of_work import UnitOfWork
 from ..validation import encode_json, require_id
 from ._common import now_ms
 
@@ -23,7 +24,10 @@ class FaultService:
             raise InvalidRecord(f"message must be a string, got {type(message).__name__}")
         fault = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
         body = encode_json(fault, "startup fault", self._database.options.max_body_bytes)
-        with self._database.writing(f"record startup fault of {session_id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> bool:
             appended = uow.events.append_if_session_exists(session_id, now_ms(), body)
             uow.commit()
             return appended
+
+        return self._database.submit(work, f"record startup fault of {session_id!r}")

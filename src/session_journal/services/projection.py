@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..database import Database
 from ..errors import ChainBroken, InvalidRecord
 from ..records import revalidate
 from ..relay.events import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
 from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
 from ..repositories import StoredProjection
-from ..unit_of_work import Database
+from ..unit_of_work import UnitOfWork
 from ..validation import check_json_depth, encode_json, require_id
 from ._common import lock_session
 
@@ -32,7 +33,8 @@ class ProjectionService:
         session_id = require_id(session_id, "session_id")
         checked = _checked(events)
         max_bytes = self._database.options.max_body_bytes
-        with self._database.writing(f"apply relay events of {session_id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> int:
             lock_session(uow, session_id)
             stored = uow.projection.get(session_id) or StoredProjection(0, "", ProjectionState())
             ordinal, digest = stored.ordinal, stored.digest
@@ -66,6 +68,8 @@ class ProjectionService:
                 uow.projection.add_items(session_id, items)
             uow.commit()
             return applied
+
+        return self._database.submit(work, f"apply relay events of {session_id!r}")
 
     def load(self, session_id: str) -> MaterializedSession | None:
         """The session's materialized state and transcript; `None` if the session does not

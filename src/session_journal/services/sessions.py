@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import builtins
 
+from ..database import Database
 from ..records import SessionRecord, revalidate
-from ..unit_of_work import Database
+from ..unit_of_work import UnitOfWork
 from ..validation import optional_id, require_id
 from ._common import lock_session, record_fault_transition
 
@@ -20,7 +21,8 @@ class SessionService:
         """Upsert the session in place with its context and checkpoint metadata (a `None`
         checkpoint removes the stored one); a new `last_error` appends one `session_fault`."""
         record = revalidate(record, SessionRecord, "session record")
-        with self._database.writing(f"save session {record.id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> None:
             # Insert first: of two controllers saving the same new session, the second then
             # waits for the first and compares with its error, so the fault is emitted once.
             stored = None if uow.sessions.insert_if_absent(record) else uow.sessions.lock(record.id)
@@ -31,17 +33,22 @@ class SessionService:
             )
             uow.commit()
 
+        return self._database.submit(work, f"save session {record.id!r}")
+
     def save_lifecycle(self, record: SessionRecord) -> None:
         """Update `state`, `last_error` and `last_checkpoint_error` of an existing session
         (`SessionNotFound` otherwise); a new `last_error` appends one `session_fault`."""
         record = revalidate(record, SessionRecord, "session record")
-        with self._database.writing(f"save lifecycle of session {record.id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> None:
             stored = lock_session(uow, record.id)
             uow.sessions.update_lifecycle(record)
             record_fault_transition(
                 uow, record, stored.last_error, self._database.options.max_body_bytes
             )
             uow.commit()
+
+        return self._database.submit(work, f"save lifecycle of session {record.id!r}")
 
     def get(self, session_id: str) -> SessionRecord | None:
         """The session, or `None` when no such session exists."""
@@ -62,7 +69,11 @@ class SessionService:
         """Delete the session with its context, checkpoint, events and activity; whether it
         existed. The event frontier (`latest_seq`) does not move."""
         session_id = require_id(session_id, "session_id")
-        with self._database.writing(f"delete session {session_id!r}") as uow:
+
+        def work(uow: UnitOfWork) -> bool:
             existed = uow.sessions.delete(session_id)
+            uow.events.discard_session(session_id)  # appended earlier in this batch
             uow.commit()
             return existed
+
+        return self._database.submit(work, f"delete session {session_id!r}")

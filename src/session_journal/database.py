@@ -1,0 +1,107 @@
+"""`Database`: the engines of one store, its reads and its write path."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from . import driver
+from .config import StoreOptions
+from .db import create_engine, translate_errors
+from .errors import StoreClosed
+from .unit_of_work import UnitOfWork
+from .write_path import WritePath
+
+T = TypeVar("T")
+
+
+class Database:
+    """The engines of one store: reads on a pool of their own, writes through the write path.
+
+    Reads run in `reading()` and never wait for writes. Writes are `submit`ted functions of a
+    unit of work, or `writing()` blocks; the write path (`write_path.WritePath`) owns their
+    transactions and groups concurrent calls into one commit. Across processes, SQLite's
+    `BEGIN IMMEDIATE` and PostgreSQL's row lock on `event_sequences` order writers.
+    """
+
+    def __init__(self, url: str, options: StoreOptions) -> None:
+        self.options = options
+        self.writer: Engine = create_engine(url, options, role="writer")
+        self.reader: Engine = create_engine(url, options, role="reader")
+        self.write_path = WritePath(self.writer, options)
+        self._pid = os.getpid()
+        self._closed = False
+
+    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
+        """Run `fn` on the write path (see `WritePath.submit`); its result after the commit."""
+        return self.write_path.submit(fn, action)
+
+    @contextmanager
+    def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
+        """A write transaction of its own for a block of code; commits only if the block calls
+        `uow.commit()`."""
+        with self.write_path.exclusive(action) as uow:
+            yield uow
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread holds the write path in a `writing()` block."""
+        return self.write_path.writing_in_this_thread()
+
+    def _check_open(self, action: str) -> None:
+        if self._closed:
+            raise StoreClosed(f"{action}: the store is closed")
+        self._forget_parent_after_fork()
+
+    def _forget_parent_after_fork(self) -> None:
+        """In a child process after `fork`: the inherited pooled connections are the parent's;
+        forget them without closing (closing would end the parent's sessions on PostgreSQL and
+        drop its locks on SQLite). The write path does the same for its own (`WritePath`)."""
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self.reader.dispose(close=False)
+
+    @contextmanager
+    def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
+        """A reader connection, refused once the store is closed. Checked again after the
+        connect: a read that began while `dispose()` ran must not bring a connection back."""
+        self._check_open(action)
+        with self.reader.connect() as connection:
+            self._check_open(action)
+            yield connection
+
+    @contextmanager
+    def reading(self, action: str = "read") -> Iterator[UnitOfWork]:
+        """A read-only snapshot: every query in the block sees the same committed state."""
+        with (
+            translate_errors(action),
+            self._reader_connection(action) as connection,
+            connection.begin(),
+        ):
+            yield UnitOfWork(connection, self.options)
+
+    @contextmanager
+    def reading_one_statement(self, action: str = "read") -> Iterator[UnitOfWork]:
+        """For a read made of one statement, which sees one snapshot by itself: no transaction
+        is opened around it (on PostgreSQL the connection is in autocommit for the block, which
+        saves the BEGIN and COMMIT round trips). Use `reading()` for anything more."""
+        with (
+            translate_errors(action),
+            self._reader_connection(action) as connection,
+            driver.without_transaction(connection),
+        ):
+            yield UnitOfWork(connection, self.options)
+
+    def dispose(self) -> None:
+        """Close the write path (queued calls fail with `StoreClosed`, one in progress is waited
+        for unless this thread holds it) and every pooled connection; every later read or write
+        raises `StoreClosed`. Calling it again does nothing more."""
+        self._forget_parent_after_fork()
+        self._closed = True
+        self.write_path.close()
+        self.writer.dispose()
+        self.reader.dispose()

@@ -1,0 +1,145 @@
+"""The one seam below SQLAlchemy: everything that talks to the DBAPI driver (sqlite3, psycopg)
+directly lives here, and nowhere else.
+
+Why go below SQLAlchemy at all: on the hot paths its per-statement and per-transaction machinery
+costs about as much as the work. A page of events built from SQLAlchemy `Row`s costs more than
+the rows; a single-event append spends as long in `Connection.execute` and `begin()` as in the
+statements (`make bench` measures both). The statements are still built with SQLAlchemy Core
+and compiled by the connection's dialect (`run`), so the SQL stays in one dialect-aware place;
+only execution and transaction control skip SQLAlchemy's layers. SQLAlchemy's own view of the
+connection stays right: its autobegun transaction, if any, ends with the same driver call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.compiler import SQLCompiler
+
+_BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"  # SQLite writers take the write lock up front
+
+
+def run(connection: sa.Connection, statement: sa.Executable, params: dict[str, Any]) -> Any:
+    """Run a statement of a hot path on the driver's own cursor (in the connection's current
+    transaction) and return the cursor. For statements that need no bind or result processing
+    (bodies travel as text)."""
+    sql, positions, defaults = _compiled(connection.dialect, statement)
+    values = defaults | params
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    if positions is None:  # psycopg: named parameters; binary results (a tenth faster per page)
+        cursor = driver.cursor(binary=True)
+        cursor.execute(sql, values)
+    else:  # sqlite3: positional parameters
+        cursor = driver.cursor()
+        cursor.execute(sql, [values[key] for key in positions])
+    return cursor
+
+
+def run_many(
+    connection: sa.Connection, statement: sa.Executable, rows: list[dict[str, Any]]
+) -> None:
+    """Run a statement of a hot path once per row (`executemany`) on the driver's cursor."""
+    sql, positions, defaults = _compiled(connection.dialect, statement)
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    cursor = driver.cursor()
+    if positions is None:  # psycopg: named parameters (pipelined by executemany)
+        values: list[Any] = [defaults | row for row in rows]
+    else:  # sqlite3: positional parameters
+        values = [[(defaults | row)[key] for key in positions] for row in rows]
+    if len(values) == 1:
+        cursor.execute(sql, values[0])  # cheaper than executemany of one
+    else:
+        cursor.executemany(sql, values)
+
+
+@lru_cache(maxsize=32)
+def _compiled(
+    dialect: Dialect, statement: sa.Executable
+) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:
+    """The SQL text, the order of positional parameters (None for named ones) and the values of
+    the statement's constant binds."""
+    compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
+    assert isinstance(compiled, SQLCompiler) and not compiled.escaped_bind_names
+    positions = None if compiled.positiontup is None else tuple(compiled.positiontup)
+    return compiled.string, positions, dict(compiled.construct_params(_check=False))
+
+
+# --- Write transactions (the write path's) ---------------------------------------------------
+
+
+def begin_write(connection: sa.Connection) -> None:
+    """Begin a write transaction unless one is open: on SQLite `BEGIN IMMEDIATE` (the write
+    lock, taken now, so a writer waits for it up front instead of failing halfway); psycopg
+    begins by itself at the first statement."""
+    driver = connection.connection.driver_connection
+    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
+        driver.execute(_BEGIN_IMMEDIATE)
+
+
+def commit(connection: sa.Connection) -> None:
+    """One commit of the transaction, whether or not a statement went through SQLAlchemy."""
+    if connection.in_transaction():
+        connection.commit()  # SQLAlchemy's autobegun transaction: it commits the driver's
+    else:
+        connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
+
+
+def rollback(connection: sa.Connection) -> None:
+    """Roll the transaction back, whether or not a statement went through SQLAlchemy."""
+    if connection.in_transaction():
+        connection.rollback()
+    else:
+        connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+
+
+_SAVEPOINT = "SAVEPOINT batch_call"
+_RELEASE = "RELEASE SAVEPOINT batch_call"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT batch_call"
+
+
+def savepoint(connection: sa.Connection) -> None:
+    """Mark where one call of a batch begins (one name: calls of a batch never nest)."""
+    connection.connection.driver_connection.execute(_SAVEPOINT)  # type: ignore[union-attr]
+
+
+def release_savepoint(connection: sa.Connection) -> None:
+    """Keep what the call did since its savepoint."""
+    connection.connection.driver_connection.execute(_RELEASE)  # type: ignore[union-attr]
+
+
+def rollback_to_savepoint(connection: sa.Connection) -> None:
+    """Undo what the call did since its savepoint (and end the savepoint)."""
+    driver = connection.connection.driver_connection
+    driver.execute(_ROLLBACK_TO)  # type: ignore[union-attr]
+    driver.execute(_RELEASE)  # type: ignore[union-attr]
+
+
+# --- Reads of one statement ---------------------------------------------------------------
+
+
+@contextmanager
+def without_transaction(connection: sa.Connection) -> Iterator[None]:
+    """For a read of one statement, which sees one snapshot by itself: on PostgreSQL the
+    connection is in autocommit for the block (no BEGIN and COMMIT round trips); pysqlite, with
+    its own transaction handling off, runs a lone statement in autocommit already."""
+    driver = connection.connection.driver_connection
+    if not isinstance(driver, psycopg.Connection):
+        yield
+        return
+    driver.autocommit = True
+    try:
+        yield
+    finally:
+        try:
+            driver.autocommit = False
+        except psycopg.Error:  # the connection died: the pool must not keep it
+            connection.invalidate()

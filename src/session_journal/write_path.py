@@ -1,0 +1,469 @@
+"""The write path: the one owner of every write transaction of a store, with group commit.
+
+Nothing else begins, commits or rolls back a write transaction, or keeps the write connection.
+Services hand it a function of a `UnitOfWork` (`submit`); `store.unit_of_work()` borrows the
+transaction for a block of the caller's own code (`exclusive`).
+
+**Group commit.** Calls from concurrent threads queue; whichever caller finds the write path free
+becomes the *leader* and runs, in its own thread, whatever is queued at that moment as one batch:
+one transaction, each call in its own SAVEPOINT, one commit (one fsync) for all. A lone caller
+leads its own batch of one, with no savepoint, no timer and no thread hand-off, so it waits for
+nothing. A leader keeps leading until its own call is done, then hands over to a waiting caller.
+
+The rules a caller can rely on:
+- a call returns (or raises) only after the commit that contains its work is durable;
+- a call that fails rolls back to its savepoint and raises in its own caller only; the rest of
+  the batch commits. Its outcome (a refusal, a `False`) is released after the commit too: it may
+  have been computed against earlier members' work, which must be durable first;
+- if the commit itself fails, every call of the batch raises `StorageError` and nothing of
+  theirs is committed; the connection is discarded and the next batch starts on a new one;
+- seqs are taken once per batch, just before the commit (`EventRepository.flush`), so the
+  `event_sequences` row lock is held only from there to the end of the commit, and seqs stay
+  gap-free in commit order;
+- the queue is FIFO and batches are bounded (calls and events), so no caller starves; a full
+  queue makes a caller wait up to the busy timeout, then raise a `StorageError` saying so.
+
+The transaction is begun and ended on the driver, through the one seam below SQLAlchemy
+(`driver.begin_write`, `driver.commit`, `driver.rollback`): SQLite's `BEGIN IMMEDIATE` takes the
+write lock up front; so are the savepoints of the calls of a batch.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Generic, TypeVar
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from . import driver
+from .config import StoreOptions
+from .db import error_detail, is_database_error, translate_errors
+from .errors import SessionJournalError, StorageError, StoreClosed
+from .unit_of_work import UnitOfWork
+
+T = TypeVar("T")
+
+MAX_BATCH_CALLS = 64
+"""The most calls one batch runs."""
+MAX_BATCH_EVENTS = 2_000
+"""A batch stops taking calls once it holds this many events (a call is never split)."""
+MAX_QUEUED_CALLS = 4_096
+"""Calls waiting beyond this make a caller wait for room (up to the busy timeout)."""
+MAX_DEADLOCK_RETRIES = 3
+"""How often a call chosen as a deadlock victim is queued again before its caller gets the
+error (see `_is_deadlock`)."""
+
+
+class _Call(Generic[T]):
+    """One queued call: its function, its name for errors, and its pending result."""
+
+    __slots__ = ("action", "done", "exclusive", "failed", "fn", "leads", "retries", "value", "wake")
+
+    def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
+        self.fn = fn
+        self.action = action
+        self.exclusive = fn is None  # a unit-of-work block of the caller's own code
+        self.leads = False  # its thread holds the write path (to lead batches, or its block)
+        self.retries = 0  # times it was rolled back as a deadlock victim and queued again
+        # The pending result (a future of our own: settled once, by the leader, after the
+        # commit): `value` is the result, or the exception when `failed`.
+        self.done = False
+        self.failed = False
+        self.value: Any = None
+        # Made only when the caller's thread must wait (a lone caller that leads never does);
+        # set after `leads` or `done` changed, so that thread alone wakes.
+        self.wake: threading.Event | None = None
+
+    def settle(self, value: Any, *, failed: bool = False) -> None:
+        """Record the outcome and wake the caller's thread."""
+        self.value, self.failed, self.done = value, failed, True
+        self.signal()
+
+    def signal(self) -> None:
+        """Wake the caller's thread if it waits (or is about to: it re-checks before waiting)."""
+        wake = self.wake
+        if wake is not None:
+            wake.set()
+
+    def wait(self) -> None:
+        """In the caller's thread: block until `leads` or `done` may have changed."""
+        if self.wake is None:
+            self.wake = threading.Event()
+            return  # the caller re-checks its state before it waits on the new event
+        self.wake.wait()
+        self.wake.clear()
+
+    def result(self) -> T:
+        """The call's result, or its exception raised."""
+        if self.failed:
+            raise self.value
+        return self.value  # type: ignore[no-any-return]
+
+
+class WritePath:
+    """The write transactions of one store (see the module docstring)."""
+
+    def __init__(self, engine: Engine, options: StoreOptions) -> None:
+        self._engine = engine
+        self._engine_options = engine.get_execution_options()
+        self._options = options
+        self._pid = os.getpid()
+        self._fresh_state()
+        # A statement sent through SQLAlchemy after a unit-of-work block committed by itself
+        # (`uow.connection.commit()`) makes SQLAlchemy begin: that too must be a write
+        # transaction, never pysqlite's autocommit.
+        sa.event.listen(engine, "begin", driver.begin_write)
+
+    def _fresh_state(self) -> None:
+        self._mutex = threading.Lock()
+        self._idle = threading.Condition(self._mutex)  # room in the queue, or nobody leads
+        self._queue: deque[_Call[Any]] = deque()
+        self._leading = False  # some caller's thread holds the write path
+        self._waiting_for_room = 0  # callers waiting for the queue to shrink
+        self._closed = False
+        self._exclusive_thread: int | None = None
+        self._connection: sa.Connection | None = None  # kept between batches
+        self._commit_marked = False  # the running call asked to commit (leader thread only)
+        self.batches = 0  # transactions run (committed or not), for tests and benchmarks
+        self.calls = 0  # calls run in them
+        self.retried = 0  # deadlock victims queued again
+
+    # --- callers ----------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
+        """Run `fn` on a unit of work in the next batch; its result once the batch committed.
+        An exception of `fn` (with its savepoint rolled back) is raised here, also after the
+        commit."""
+        call: _Call[T] = _Call(fn, action)
+        self._enqueue(call)
+        self._lead_until(call)  # a function call always comes back done
+        return call.result()
+
+    @contextmanager
+    def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
+        """A transaction of its own for a block of the caller's code (`store.unit_of_work()`):
+        it waits for its turn in the queue, then holds the write path until the block ends.
+        The block commits with `uow.commit()`; leaving it otherwise rolls back."""
+        call: _Call[None] = _Call(None, action)
+        self._enqueue(call)
+        if not self._lead_until(call):  # failed in the queue: the store was closed
+            call.result()
+            raise AssertionError("an exclusive call came back without its turn")
+        try:
+            with translate_errors(action):
+                connection = self._checkout()
+                sound = False
+                self._exclusive_thread = threading.get_ident()
+                try:
+                    driver.begin_write(connection)
+                    self.batches += 1
+                    self.calls += 1
+                    yield UnitOfWork(connection, self._options, self._committer(connection))
+                    sound = True
+                except SessionJournalError as error:  # a refusal leaves the connection sound
+                    sound = not isinstance(error, StorageError)
+                    raise
+                finally:
+                    self._exclusive_thread = None
+                    self._release(connection, sound)
+        finally:
+            call.settle(None)
+            with self._mutex:
+                self._hand_over()
+
+    def queued(self) -> int:
+        """How many calls wait for a batch."""
+        with self._mutex:
+            return len(self._queue)
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread holds the write path in a unit-of-work block."""
+        return self._exclusive_thread == threading.get_ident()
+
+    def close(self) -> None:
+        """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
+        for the batch or unit of work in progress (unless this thread holds it), and close the
+        kept connection."""
+        if os.getpid() != self._pid:
+            self._after_fork()
+        with self._idle:
+            self._closed = True
+            while self._queue:  # no batch took these: they never ran
+                call = self._queue.popleft()
+                call.settle(StoreClosed(f"{call.action}: the store was closed"), failed=True)
+            self._idle.notify_all()
+            if not self.writing_in_this_thread():
+                while self._leading:
+                    self._idle.wait()
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    # --- queue and leadership ---------------------------------------------------------------
+
+    def _enqueue(self, call: _Call[Any]) -> None:
+        """Queue the call; with nobody leading, its own thread leads at once."""
+        if os.getpid() != self._pid:
+            self._after_fork()
+        if self.writing_in_this_thread():
+            # This thread holds the write path: waiting for its turn would wait for itself.
+            raise SessionJournalError(
+                f"{call.action}: a write was started inside a unit of work of the same store; "
+                "use the unit of work's repositories instead"
+            )
+        with self._idle:
+            if self._closed:
+                raise StoreClosed(f"{call.action}: the store is closed")
+            if len(self._queue) >= MAX_QUEUED_CALLS:
+                self._waiting_for_room += 1
+                try:
+                    room = self._idle.wait_for(
+                        lambda: len(self._queue) < MAX_QUEUED_CALLS or self._closed,
+                        self._options.busy_timeout_s,
+                    )
+                finally:
+                    self._waiting_for_room -= 1
+            else:
+                room = True
+            if not room:
+                raise StorageError(
+                    f"{call.action}: the write queue stayed full ({MAX_QUEUED_CALLS} calls) "
+                    f"for the busy timeout ({self._options.busy_timeout_s:g} s); retry later"
+                )
+            if self._closed:
+                raise StoreClosed(f"{call.action}: the store is closed")
+            self._queue.append(call)
+            if not self._leading:
+                self._leading = call.leads = True
+
+    def _lead_until(self, call: _Call[Any]) -> bool:
+        """Wait until `call` is done, leading batches while this thread holds the write path.
+        Returns `True` when `call` is exclusive and its turn has come: the caller then holds
+        the write path for its block.
+
+        Leadership passes from thread to thread, never to two at once: a leader leads until its
+        own call is done, then hands the write path to the thread of the call at the head of
+        the queue (`_hand_over`), waking that thread alone.
+
+        A caller interrupted while it waits or leads (`KeyboardInterrupt`, say) withdraws its
+        call if no batch took it yet (it is never written); one already in a batch may still
+        commit."""
+        try:
+            while True:
+                while not call.leads and not call.done:
+                    call.wait()
+                with self._idle:
+                    if call.done:
+                        if call.leads:
+                            call.leads = False
+                            self._hand_over()
+                        return False
+                    head = self._queue[0]  # this call is queued until done: never empty
+                    if head.exclusive:
+                        self._queue.popleft()
+                        if head is call:
+                            return True  # this thread holds the write path for its block
+                        call.leads, head.leads = False, True  # the write path goes to it
+                        head.signal()
+                        continue
+                    batch = self._take_batch()
+                    if self._waiting_for_room:
+                        self._idle.notify_all()
+                self._run(batch)
+        except BaseException:
+            with self._mutex:
+                if call in self._queue:  # no batch has it: withdrawn, never written
+                    self._queue.remove(call)
+                if call.leads:
+                    call.leads = False
+                    self._hand_over()
+            raise
+
+    def _hand_over(self) -> None:
+        """With the mutex held, by the thread that holds the write path and gives it up: to the
+        thread of the call at the head of the queue, or to nobody."""
+        if self._queue:
+            head = self._queue[0]
+            head.leads = True
+            head.signal()
+        else:
+            self._leading = False
+            self._idle.notify_all()
+
+    def _take_batch(self) -> list[_Call[Any]]:
+        batch: list[_Call[Any]] = []
+        while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
+            batch.append(self._queue.popleft())
+        return batch
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    def _run(self, batch: list[_Call[Any]]) -> None:
+        """Run the batch in one transaction and settle every call after its end."""
+        outcomes: list[tuple[_Call[Any], str, Any]] = []
+        connection: sa.Connection | None = None
+        taken = batch  # the calls this transaction runs: the rest is given back
+        try:
+            connection = self._checkout()
+            uow = UnitOfWork(connection, self._options, self._mark_commit)
+            driver.begin_write(connection)
+            lone = len(batch) == 1
+            for index, call in enumerate(batch):
+                if uow.events.pending_count() >= MAX_BATCH_EVENTS:
+                    taken = batch[:index]
+                    self._give_back(batch[index:])  # back at the head of the queue, in order
+                    break
+                outcomes.append((call, *self._run_call(call, uow, connection, lone=lone)))
+            self.batches += 1
+            self.calls += len(outcomes)
+            uow.events.flush()
+            driver.commit(connection)
+        except BaseException as error:
+            if connection is not None:
+                _discard_connection(connection)
+            for call in taken:
+                call.settle(_failed(call, error), failed=True)
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._keep(connection)
+        self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
+        for call, kind, value in outcomes:
+            if kind != _RETRY:
+                call.settle(value, failed=kind == _ERROR)
+
+    def _run_call(
+        self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
+    ) -> tuple[str, Any]:
+        """Run one call: `(_OK, result)`, `(_ERROR, exception)` or `(_RETRY, exception)`. A call
+        that fails, or returns without `uow.commit()`, is undone: in a batch to its savepoint;
+        alone, the whole transaction (which is only its own). Errors of the undo itself end the
+        batch."""
+        mark = uow.events.pending_count()
+        if not lone:
+            driver.savepoint(connection)
+        self._commit_marked = False
+        outcome: tuple[str, Any]
+        assert call.fn is not None
+        try:
+            outcome = (_OK, call.fn(uow))
+        except Exception as raised:  # handed to its caller; the batch goes on
+            error = _translated(call, raised)
+            if _is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
+                call.retries += 1
+                self.retried += 1
+                outcome = (_RETRY, error)
+            else:
+                outcome = (_ERROR, error)
+        if outcome[0] == _OK and self._commit_marked:
+            if not lone:
+                driver.release_savepoint(connection)
+            return outcome
+        uow.events.discard_after(mark)
+        if not lone:
+            driver.rollback_to_savepoint(connection)
+        else:
+            driver.rollback(connection)
+            driver.begin_write(connection)
+        return outcome
+
+    def _mark_commit(self, uow: UnitOfWork) -> None:
+        """`uow.commit()` inside a batch: the call's work is kept (released from its savepoint)
+        and commits with the batch."""
+        self._commit_marked = True
+
+    def _give_back(self, calls: list[_Call[Any]]) -> None:
+        with self._mutex:
+            for call in reversed(calls):
+                self._queue.appendleft(call)
+
+    # --- the connection ------------------------------------------------------------------------
+
+    def _checkout(self) -> sa.Connection:
+        connection, self._connection = self._connection, None
+        return connection if connection is not None else self._engine.connect()
+
+    def _committer(self, connection: sa.Connection) -> Callable[[UnitOfWork], None]:
+        def commit(uow: UnitOfWork) -> None:
+            uow.events.flush()
+            driver.commit(connection)
+            driver.begin_write(connection)  # the block may go on writing: that is a new transaction
+
+        return commit
+
+    def _keep(self, connection: sa.Connection) -> None:
+        """After a commit (nothing is open): keep the connection for the next transaction,
+        unless a call changed its options or the store is closing."""
+        if self._closed or connection.get_execution_options() != self._engine_options:
+            connection.close()
+        else:
+            self._connection = connection
+
+    def _release(self, connection: sa.Connection, sound: bool) -> None:
+        """After a transaction: keep its connection for the next one if it is as the pool gave
+        it; else hand it back to the pool, which resets it, or discard it if it may be broken."""
+        if not sound or connection.invalidated:
+            _discard_connection(connection)
+            return
+        if connection.closed:  # closed by a unit-of-work block
+            return
+        try:
+            driver.rollback(connection)
+        except BaseException:
+            _discard_connection(connection)
+            raise
+        self._keep(connection)
+
+    def _after_fork(self) -> None:
+        """In a child process after `fork`: forget the parent's queue, locks and connection
+        without closing it (closing would end the parent's session on PostgreSQL)."""
+        _INHERITED.append(self._connection)  # never collected, so never closed here
+        self._engine.dispose(close=False)  # the pool's inherited connections too
+        self._pid = os.getpid()
+        self._fresh_state()
+
+
+_INHERITED: list[object] = []
+
+
+_OK, _ERROR, _RETRY = "ok", "error", "retry"
+
+
+def _is_deadlock(error: BaseException) -> bool:
+    """Whether PostgreSQL chose this call as the victim of a deadlock (or a serialization
+    failure). Batches of two processes may lock the same sessions in different orders (each
+    call locks in one order, but a batch holds the locks of all its calls); the victim's
+    savepoint is rolled back, which frees its locks, so the other batch commits. The victim is
+    queued again for the next batch instead of failing its caller: it did nothing wrong."""
+    cause = getattr(error.__cause__, "orig", error.__cause__)
+    return isinstance(cause, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+
+
+def _translated(call: _Call[Any], error: Exception) -> Exception:
+    """A call's own error as its caller gets it: a driver error becomes a `StorageError` naming
+    the call (as `translate_errors` does), anything else is passed on."""
+    if isinstance(error, SessionJournalError) or not is_database_error(error):
+        return error
+    failure = StorageError(f"{call.action} failed: {error_detail(error)}")
+    failure.__cause__ = error
+    return failure
+
+
+def _failed(call: _Call[Any], error: BaseException) -> StorageError:
+    """What each call of a batch that did not commit raises: a `StorageError` of its own,
+    naming the call, chained to the cause."""
+    failure = StorageError(f"{call.action} failed: {error_detail(error)}")
+    failure.__cause__ = error
+    return failure
+
+
+def _discard_connection(connection: sa.Connection) -> None:
+    """Close a connection that may be broken without talking to the database."""
+    connection.invalidate()
+    connection.close()
