@@ -31,15 +31,19 @@ def run(connection: sa.Connection, statement: sa.Executable, params: dict[str, A
     transaction) and return the cursor. For statements that need no bind or result processing
     (bodies travel as text)."""
     sql, positions, defaults = _compiled(connection.dialect, statement)
-    values = defaults | params
+    named = defaults | params
     driver = connection.connection.driver_connection
     assert driver is not None
+    values: Any
     if positions is None:  # psycopg: named parameters; binary results (a tenth faster per page)
-        cursor = driver.cursor(binary=True)
-        cursor.execute(sql, values)
+        cursor, values = driver.cursor(binary=True), named
     else:  # sqlite3: positional parameters
-        cursor = driver.cursor()
-        cursor.execute(sql, [values[key] for key in positions])
+        cursor, values = driver.cursor(), [named[key] for key in positions]
+    try:
+        cursor.execute(sql, values)
+    except BaseException:
+        cursor.close()  # a failed statement must not outlive the call in a traceback
+        raise
     return cursor
 
 
@@ -55,10 +59,13 @@ def run_many(
         values: list[Any] = [defaults | row for row in rows]
     else:  # sqlite3: positional parameters
         values = [[(defaults | row)[key] for key in positions] for row in rows]
-    if len(values) == 1:
-        cursor.execute(sql, values[0])  # cheaper than executemany of one
-    else:
-        cursor.executemany(sql, values)
+    try:
+        if len(values) == 1:
+            cursor.execute(sql, values[0])  # cheaper than executemany of one
+        else:
+            cursor.executemany(sql, values)
+    finally:
+        cursor.close()
 
 
 @lru_cache(maxsize=32)
@@ -91,6 +98,17 @@ def commit(connection: sa.Connection) -> None:
         connection.commit()  # SQLAlchemy's autobegun transaction: it commits the driver's
     else:
         connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
+
+
+def rollback_quietly(connection: sa.Connection) -> None:
+    """Roll back a SQLite connection about to be discarded, ignoring errors (it may be broken).
+    PostgreSQL needs nothing: the server rolls back when the connection closes."""
+    try:
+        dbapi = connection.connection.dbapi_connection
+        if isinstance(dbapi, sqlite3.Connection):
+            dbapi.rollback()
+    except Exception:
+        pass
 
 
 def rollback(connection: sa.Connection) -> None:

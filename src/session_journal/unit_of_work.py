@@ -30,8 +30,8 @@ class UnitOfWork:
     ) -> None:
         options = options or StoreOptions()
         self.connection = connection
-        self.sessions = SessionRepository(connection)
         self.events = EventRepository(connection, options.max_body_bytes)
+        self.sessions = SessionRepository(connection, on_delete=self.events.discard_session)
         self.activity = ActivityRepository(connection, options.max_body_bytes)
         self.checkpoints = CheckpointRepository(connection)
         self.projection = ProjectionRepository(connection)

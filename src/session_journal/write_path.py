@@ -100,9 +100,11 @@ class _Call(Generic[T]):
         self.wake.clear()
 
     def result(self) -> T:
-        """The call's result, or its exception raised."""
+        """The call's result, or its exception raised (once: the call lets go of it, so that
+        no reference cycle through the traceback keeps the batch's objects alive)."""
         if self.failed:
-            raise self.value
+            error, self.value = self.value, None
+            raise error
         return self.value  # type: ignore[no-any-return]
 
 
@@ -127,7 +129,8 @@ class WritePath:
         self._leading = False  # some caller's thread holds the write path
         self._waiting_for_room = 0  # callers waiting for the queue to shrink
         self._closed = False
-        self._exclusive_thread: int | None = None
+        self._exclusive_thread: int | None = None  # the thread in a unit-of-work block
+        self._running_thread: int | None = None  # the leader, while it runs a batch
         self._connection: sa.Connection | None = None  # kept between batches
         self._commit_marked = False  # the running call asked to commit (leader thread only)
         self.batches = 0  # transactions run (committed or not), for tests and benchmarks
@@ -141,7 +144,6 @@ class WritePath:
         An exception of `fn` (with its savepoint rolled back) is raised here, also after the
         commit."""
         call: _Call[T] = _Call(fn, action)
-        self._enqueue(call)
         self._lead_until(call)  # a function call always comes back done
         return call.result()
 
@@ -151,11 +153,12 @@ class WritePath:
         it waits for its turn in the queue, then holds the write path until the block ends.
         The block commits with `uow.commit()`; leaving it otherwise rolls back."""
         call: _Call[None] = _Call(None, action)
-        self._enqueue(call)
-        if not self._lead_until(call):  # failed in the queue: the store was closed
-            call.result()
-            raise AssertionError("an exclusive call came back without its turn")
+        holds = False
         try:
+            holds = self._lead_until(call)
+            if not holds:  # failed in the queue: the store was closed
+                call.result()
+                raise AssertionError("an exclusive call came back without its turn")
             with translate_errors(action):
                 connection = self._checkout()
                 sound = False
@@ -173,9 +176,10 @@ class WritePath:
                     self._exclusive_thread = None
                     self._release(connection, sound)
         finally:
-            call.settle(None)
-            with self._mutex:
-                self._hand_over()
+            if holds:
+                call.settle(None)
+                with self._mutex:
+                    self._hand_over()
 
     def queued(self) -> int:
         """How many calls wait for a batch."""
@@ -183,8 +187,11 @@ class WritePath:
             return len(self._queue)
 
     def writing_in_this_thread(self) -> bool:
-        """Whether this thread holds the write path in a unit-of-work block."""
-        return self._exclusive_thread == threading.get_ident()
+        """Whether this thread is inside the write path's transaction: in a unit-of-work
+        block, or running the functions of a batch (a service called there would wait for the
+        batch that runs it)."""
+        me = threading.get_ident()
+        return self._exclusive_thread == me or self._running_thread == me
 
     def close(self) -> None:
         """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
@@ -214,13 +221,15 @@ class WritePath:
         if self.writing_in_this_thread():
             # This thread holds the write path: waiting for its turn would wait for itself.
             raise SessionJournalError(
-                f"{call.action}: a write was started inside a unit of work of the same store; "
-                "use the unit of work's repositories instead"
+                f"{call.action}: a write was started inside a unit of work of the same store "
+                "(a `unit_of_work()` block or a function the write path runs); use the unit of "
+                "work's repositories instead"
             )
         with self._idle:
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
-            if len(self._queue) >= MAX_QUEUED_CALLS:
+            if len(self._queue) >= MAX_QUEUED_CALLS or self._waiting_for_room:
+                # Behind the callers already waiting for room: a newcomer never overtakes them.
                 self._waiting_for_room += 1
                 try:
                     room = self._idle.wait_for(
@@ -255,6 +264,7 @@ class WritePath:
         call if no batch took it yet (it is never written); one already in a batch may still
         commit."""
         try:
+            self._enqueue(call)
             while True:
                 while not call.leads and not call.done:
                     call.wait()
@@ -265,17 +275,14 @@ class WritePath:
                             self._hand_over()
                         return False
                     head = self._queue[0]  # this call is queued until done: never empty
-                    if head.exclusive:
+                    if head is call and call.exclusive:
                         self._queue.popleft()
-                        if head is call:
-                            return True  # this thread holds the write path for its block
-                        call.leads, head.leads = False, True  # the write path goes to it
+                        return True  # this thread holds the write path for its block
+                    if head.exclusive:  # the write path goes to that block's thread
+                        call.leads, head.leads = False, True
                         head.signal()
                         continue
-                    batch = self._take_batch()
-                    if self._waiting_for_room:
-                        self._idle.notify_all()
-                self._run(batch)
+                self._run()
         except BaseException:
             with self._mutex:
                 if call in self._queue:  # no batch has it: withdrawn, never written
@@ -296,47 +303,58 @@ class WritePath:
             self._leading = False
             self._idle.notify_all()
 
-    def _take_batch(self) -> list[_Call[Any]]:
-        batch: list[_Call[Any]] = []
-        while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
-            batch.append(self._queue.popleft())
-        return batch
+    def _take_batch(self, batch: list[_Call[Any]]) -> None:
+        """Move the calls at the head of the queue, up to an exclusive one, into `batch`."""
+        with self._idle:
+            while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
+                batch.append(self._queue.popleft())
+            if self._waiting_for_room:
+                self._idle.notify_all()
 
     # --- one batch ---------------------------------------------------------------------------
 
-    def _run(self, batch: list[_Call[Any]]) -> None:
-        """Run the batch in one transaction and settle every call after its end."""
+    def _run(self) -> None:
+        """Take the calls at the head of the queue and run them in one transaction; settle
+        every call taken, whatever happens (a caller must never wait for a call nobody runs)."""
+        batch: list[_Call[Any]] = []
         outcomes: list[tuple[_Call[Any], str, Any]] = []
         connection: sa.Connection | None = None
-        taken = batch  # the calls this transaction runs: the rest is given back
+        committed = False
         try:
+            self._take_batch(batch)
             connection = self._checkout()
             uow = UnitOfWork(connection, self._options, self._mark_commit)
             driver.begin_write(connection)
             lone = len(batch) == 1
+            self._running_thread = threading.get_ident()
             for index, call in enumerate(batch):
                 if uow.events.pending_count() >= MAX_BATCH_EVENTS:
-                    taken = batch[:index]
-                    self._give_back(batch[index:])  # back at the head of the queue, in order
+                    rest, batch = batch[index:], batch[:index]
+                    self._give_back(rest)  # back at the head of the queue, in order
                     break
                 outcomes.append((call, *self._run_call(call, uow, connection, lone=lone)))
+            self._running_thread = None
             self.batches += 1
             self.calls += len(outcomes)
             uow.events.flush()
             driver.commit(connection)
+            committed = True
+            self._keep(connection)
+            self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
         except BaseException as error:
-            if connection is not None:
-                _discard_connection(connection)
-            for call in taken:
-                call.settle(_failed(call, error), failed=True)
+            self._running_thread = None
+            if not committed:
+                if connection is not None:
+                    _discard_connection(connection)
+                for call in batch:
+                    call.settle(_failed(call, error), failed=True)
             if not isinstance(error, Exception):
                 raise
-            return
-        self._keep(connection)
-        self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
-        for call, kind, value in outcomes:
-            if kind != _RETRY:
-                call.settle(value, failed=kind == _ERROR)
+        finally:
+            if committed:  # settled only now: after the commit, whatever came after it
+                for call, kind, value in outcomes:
+                    if kind != _RETRY:
+                        call.settle(value, failed=kind == _ERROR)
 
     def _run_call(
         self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
@@ -344,7 +362,10 @@ class WritePath:
         """Run one call: `(_OK, result)`, `(_ERROR, exception)` or `(_RETRY, exception)`. A call
         that fails, or returns without `uow.commit()`, is undone: in a batch to its savepoint;
         alone, the whole transaction (which is only its own). Errors of the undo itself end the
-        batch."""
+        batch.
+
+        Whatever the function raises is its own caller's, `SystemExit` and `KeyboardInterrupt`
+        included: it is raised there, never in the leader's thread, and the batch goes on."""
         mark = uow.events.pending_count()
         if not lone:
             driver.savepoint(connection)
@@ -353,8 +374,8 @@ class WritePath:
         assert call.fn is not None
         try:
             outcome = (_OK, call.fn(uow))
-        except Exception as raised:  # handed to its caller; the batch goes on
-            error = _translated(call, raised)
+        except BaseException as raised:  # handed to its caller; the batch goes on
+            error = _translated(call, raised) if isinstance(raised, Exception) else raised
             if _is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
                 call.retries += 1
                 self.retried += 1
@@ -362,9 +383,14 @@ class WritePath:
             else:
                 outcome = (_ERROR, error)
         if outcome[0] == _OK and self._commit_marked:
-            if not lone:
+            if lone:
+                return outcome
+            try:
                 driver.release_savepoint(connection)
-            return outcome
+                return outcome
+            except Exception as raised:  # PostgreSQL: the function swallowed an error of its
+                # own, which aborted the transaction; undo it below, as a failed call
+                outcome = (_ERROR, _translated(call, raised))
         uow.events.discard_after(mark)
         if not lone:
             driver.rollback_to_savepoint(connection)
@@ -464,6 +490,11 @@ def _failed(call: _Call[Any], error: BaseException) -> StorageError:
 
 
 def _discard_connection(connection: sa.Connection) -> None:
-    """Close a connection that may be broken without talking to the database."""
+    """Close a connection that may be broken. On SQLite roll back first, on the driver: a
+    connection closed while one of its statements is still referenced (say, by a traceback)
+    lives on as a zombie that keeps its transaction, and with it the database's write lock,
+    until the garbage collector frees the statement. A PostgreSQL connection is closed without
+    talking to the server (the server ends its transaction)."""
+    driver.rollback_quietly(connection)
     connection.invalidate()
     connection.close()

@@ -6,6 +6,7 @@ when it ends: the batch is then exactly the calls queued, in order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 
 from session_journal import (
     LifecycleConflict,
+    SessionJournalError,
     SessionNotFound,
     SessionState,
     StorageError,
@@ -391,3 +393,135 @@ def test_a_caller_interrupted_while_queued_withdraws_its_call(store: Store) -> N
     assert store._database.write_path.queued() == 0
     assert store.faults.record_startup_fault("a", "after")
     assert bodies(store) == [startup_fault("after")]
+
+
+def test_a_write_started_from_a_function_the_write_path_runs_is_refused(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+
+    def nested(uow: UnitOfWork) -> None:
+        store.faults.record_startup_fault("a", "from inside")
+
+    with pytest.raises(SessionJournalError, match="inside a unit of work of the same store"):
+        store.run_in_unit_of_work(nested)
+    calls = [
+        lambda: store.run_in_unit_of_work(nested),
+        lambda: store.faults.record_startup_fault("a", "ok"),
+    ]
+    with one_batch(store, calls) as callers:
+        assert isinstance(callers[0].outcome, SessionJournalError)
+        assert callers[1].outcome is True
+    assert bodies(store) == [startup_fault("ok")]
+
+
+def test_closing_the_store_from_a_function_the_write_path_runs_does_not_hang(
+    store: Store,
+) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+
+    def close_and_append(uow: UnitOfWork) -> str:
+        store.close()
+        uow.events.append("a", 1, startup_fault("committed before the close").model_dump_json())
+        uow.commit()
+        return "closed"
+
+    closer = Caller(lambda: store.run_in_unit_of_work(close_and_append))
+    closer.start()
+    closer.join(30)
+    assert closer.outcome == "closed"
+    with Store.open(store.url) as reopened:
+        assert bodies(reopened) == [startup_fault("committed before the close")]
+
+
+def test_an_event_for_an_unknown_session_fails_only_its_own_call(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+
+    def append_to(session_id: str) -> Callable[[UnitOfWork], None]:
+        def fn(uow: UnitOfWork) -> None:
+            uow.events.append(session_id, 1, startup_fault(session_id).model_dump_json())
+            uow.commit()
+
+        return fn
+
+    calls = [
+        lambda: store.run_in_unit_of_work(append_to("a")),
+        lambda: store.run_in_unit_of_work(append_to("ghost")),
+        lambda: store.run_in_unit_of_work(append_to("a")),
+    ]
+    with one_batch(store, calls) as callers:
+        outcomes = [caller.outcome for caller in callers]
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], SessionNotFound)
+    assert str(outcomes[1]) == "session 'ghost' does not exist"
+    assert bodies(store) == [startup_fault("a"), startup_fault("a")]
+
+
+def test_a_function_that_swallows_its_database_error_fails_alone(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+
+    def swallow_then_commit(uow: UnitOfWork) -> str:
+        with contextlib.suppress(sa.exc.SQLAlchemyError):
+            uow.connection.exec_driver_sql("SELECT * FROM no_such_table")
+        uow.commit()
+        return "swallowed"
+
+    calls = [
+        lambda: store.faults.record_startup_fault("a", "before"),
+        lambda: store.run_in_unit_of_work(swallow_then_commit),
+        lambda: store.faults.record_startup_fault("a", "after"),
+    ]
+    with one_batch(store, calls) as callers:
+        outcomes = [caller.outcome for caller in callers]
+    assert (outcomes[0], outcomes[2]) == (True, True)
+    if store._database.writer.dialect.name == "postgresql":  # the error aborted its savepoint
+        assert isinstance(outcomes[1], StorageError)
+        assert "current transaction is aborted" in str(outcomes[1])
+    else:  # SQLite: a failed statement aborts nothing
+        assert outcomes[1] == "swallowed"
+    assert bodies(store) == [startup_fault("before"), startup_fault("after")]
+
+
+def test_system_exit_from_a_function_is_raised_in_its_own_caller_only(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="a"))
+
+    def exit_now(uow: UnitOfWork) -> None:
+        raise SystemExit(3)
+
+    calls = [
+        lambda: store.faults.record_startup_fault("a", "first"),
+        lambda: store.run_in_unit_of_work(exit_now),
+        lambda: store.faults.record_startup_fault("a", "last"),
+    ]
+    results: list[Any] = []
+
+    def catching(call: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            try:
+                return call()
+            except SystemExit as exited:
+                results.append(exited.code)
+                return "exited"
+
+        return run
+
+    with one_batch(store, [catching(call) for call in calls]) as callers:
+        assert [caller.outcome for caller in callers] == [True, "exited", True]
+    assert results == [3]
+    assert bodies(store) == [startup_fault("first"), startup_fault("last")]
+
+
+def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(url: str) -> None:
+    with Store.open(url, upgrade=True) as store:
+        store.sessions.save(SessionFactory(id="a"))
+        calls = [
+            lambda: store.faults.record_startup_fault("a", "lost"),
+            lambda: store.run_in_unit_of_work(fail_at_commit),
+        ]
+        with one_batch(store, calls) as callers:
+            kept = [caller.outcome for caller in callers]  # the errors stay referenced
+        assert [type(outcome) for outcome in kept] == [StorageError, StorageError]
+        from session_journal import StoreOptions
+
+        with Store.open(url, options=StoreOptions(busy_timeout_s=2)) as other:
+            assert other.faults.record_startup_fault("a", "another writer")
+        assert store.faults.record_startup_fault("a", "same store")
+        assert bodies(store) == [startup_fault("another writer"), startup_fault("same store")]

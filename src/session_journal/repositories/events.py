@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from .. import driver
 from ..config import StoreOptions
-from ..errors import StorageError
+from ..errors import SessionNotFound, StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ._tables import contexts as _contexts
@@ -127,24 +127,39 @@ class EventRepository:
         self._connection = connection
         self._max_body_bytes = max_body_bytes
         self._pending: list[dict[str, Any]] = []
+        self._sessions_seen: set[str] = set()  # known to exist in this transaction
 
     def append(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         """Queue one event; `body` is its encoded JSON, which must be standard JSON (no `NaN`
         or `Infinity`) of at most the store's `max_body_bytes` and decode as an API event body.
         `InvalidRecord` otherwise, like a bad id or time; nothing is queued."""
         self._check(session_id, recorded_at_ms, body)
+        self._require_session(session_id)
         self._pending.append(
             {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         )
+
+    def _require_session(self, session_id: str) -> None:
+        """`SessionNotFound` now, rather than a foreign-key failure when the events are inserted
+        at commit (which would fail every call of a batch, not only this one). On PostgreSQL the
+        session row is share-locked until commit, so it stays; on SQLite the write lock keeps
+        it. Checked once per session and transaction."""
+        if session_id in self._sessions_seen:
+            return
+        exists = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
+        if exists.fetchone() is None:
+            raise SessionNotFound(f"session {session_id!r} does not exist")
+        self._sessions_seen.add(session_id)
 
     def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         """`append` for a body the services encoded from a validated model (`encode_json`):
         such a body is not decoded again on the write path; any other text is checked as
         `append` checks it."""
-        if isinstance(body, EncodedJson):
+        if isinstance(body, EncodedJson):  # the services lock the session row first
             require_int(recorded_at_ms, "recorded_at_ms")
         else:
             self._check(session_id, recorded_at_ms, body)
+            self._require_session(session_id)
         self._pending.append(
             {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         )
@@ -197,13 +212,16 @@ class EventRepository:
         return len(self._pending)
 
     def discard_after(self, count: int) -> None:
-        """Forget the events appended after the first `count` (their call was undone)."""
+        """Forget the events appended after the first `count` (their call was undone, and
+        with it what it learnt of sessions: a session it deleted and then checked is gone)."""
         del self._pending[count:]
+        self._sessions_seen.clear()
 
     def discard_session(self, session_id: str) -> None:
         """Forget the queued events of a session deleted in this transaction: had they been
         inserted, the delete would have removed them with the session."""
         self._pending = [row for row in self._pending if row["session_id"] != session_id]
+        self._sessions_seen.discard(session_id)
 
     def latest_seq(self) -> int:
         """The frontier: the largest seq ever assigned (deletions never lower it)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -33,8 +33,11 @@ class StoredLifecycle(NamedTuple):
 class SessionRepository:
     """Sessions with their workspace context and checkpoint metadata."""
 
-    def __init__(self, connection: sa.Connection) -> None:
+    def __init__(
+        self, connection: sa.Connection, on_delete: Callable[[str], None] | None = None
+    ) -> None:
         self._connection = connection
+        self._on_delete = on_delete  # told of each deleted session (the unit of work's events)
 
     _select = (
         sa.select(
@@ -201,10 +204,13 @@ class SessionRepository:
         )
 
     def delete(self, session_id: str) -> bool:
-        """Delete the session and, by cascade, everything that belongs to it."""
+        """Delete the session and, by cascade, everything that belongs to it, including events
+        appended in this transaction and not inserted yet."""
         result = self._connection.execute(
             sa.delete(_sessions).where(_sessions.c.session_id == session_id)
         )
+        if self._on_delete is not None:
+            self._on_delete(session_id)
         return result.rowcount > 0
 
 

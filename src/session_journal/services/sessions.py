@@ -72,7 +72,6 @@ class SessionService:
 
         def work(uow: UnitOfWork) -> bool:
             existed = uow.sessions.delete(session_id)
-            uow.events.discard_session(session_id)  # appended earlier in this batch
             uow.commit()
             return existed
 
