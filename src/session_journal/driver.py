@@ -129,9 +129,17 @@ def savepoint(connection: sa.Connection) -> None:
     connection.connection.driver_connection.execute(_SAVEPOINT)  # type: ignore[union-attr]
 
 
-def release_savepoint(connection: sa.Connection) -> None:
-    """Keep what the call did since its savepoint."""
-    connection.connection.driver_connection.execute(_RELEASE)  # type: ignore[union-attr]
+def check_savepoint(connection: sa.Connection) -> None:
+    """After a call that succeeded, without a round trip: raise if the call left the
+    transaction aborted (on PostgreSQL, a database error the call caught and went on from)."""
+    driver = connection.connection.driver_connection
+    if (
+        isinstance(driver, psycopg.Connection)
+        and driver.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+    ):
+        raise psycopg.errors.InFailedSqlTransaction(
+            "current transaction is aborted by an error the call caught; its work is undone"
+        )
 
 
 def rollback_to_savepoint(connection: sa.Connection) -> None:

@@ -386,7 +386,11 @@ class WritePath:
             if lone:
                 return outcome
             try:
-                driver.release_savepoint(connection)
+                # Kept, not released: the savepoints of a batch nest (at most MAX_BATCH_CALLS,
+                # within PostgreSQL's per-backend cache of 64 subtransactions), a later call's
+                # rollback undoes only its own, and the commit keeps them all; a RELEASE
+                # would cost a round trip per call on PostgreSQL.
+                driver.check_savepoint(connection)
                 return outcome
             except Exception as raised:  # PostgreSQL: the function swallowed an error of its
                 # own, which aborted the transaction; undo it below, as a failed call
