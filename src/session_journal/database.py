@@ -39,17 +39,20 @@ class Database:
 
     def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
         """Run `fn` on the write path (see `WritePath.submit`); its result after the commit."""
+        self._forget_parent_after_fork()
         return self.write_path.submit(fn, action)
 
     @contextmanager
     def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
         """A write transaction of its own for a block of code; commits only if the block calls
         `uow.commit()`."""
+        self._forget_parent_after_fork()
         with self.write_path.exclusive(action) as uow:
             yield uow
 
     def writing_in_this_thread(self) -> bool:
-        """Whether this thread holds the write path in a `writing()` block."""
+        """Whether this thread is inside the write path's transaction (a `writing()` block, or
+        a function of a batch)."""
         return self.write_path.writing_in_this_thread()
 
     def _check_open(self, action: str) -> None:
@@ -58,12 +61,14 @@ class Database:
         self._forget_parent_after_fork()
 
     def _forget_parent_after_fork(self) -> None:
-        """In a child process after `fork`: the inherited pooled connections are the parent's;
-        forget them without closing (closing would end the parent's sessions on PostgreSQL and
-        drop its locks on SQLite). The write path does the same for its own (`WritePath`)."""
+        """In a child process after `fork` (a pid check, on every call): the inherited
+        connections are the parent's; forget them without closing (closing would end the
+        parent's sessions on PostgreSQL and drop its locks on SQLite), and give the write path
+        a queue, locks and connection of the child's own."""
         if os.getpid() != self._pid:
             self._pid = os.getpid()
             self.reader.dispose(close=False)
+            self.write_path.after_fork()
 
     @contextmanager
     def _reader_connection(self, action: str) -> Iterator[sa.Connection]:

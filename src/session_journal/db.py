@@ -74,7 +74,7 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.close()
 
-    if role != "writer":  # the write path begins its own transactions (`write_path._begin`)
+    if role != "writer":  # the write path begins its own (`driver.begin_write`)
 
         @event.listens_for(engine, "begin")
         def _begin(connection: sa.Connection) -> None:
@@ -131,7 +131,14 @@ def translate_errors(action: str) -> Iterator[None]:
     except (exc.SQLAlchemyError, sqlite3.Error, psycopg.Error) as error:
         # Driver errors arrive bare from statements sent straight to the driver (BEGIN on
         # SQLite, the page fetch): "database is locked" after the busy timeout, for one.
-        raise StorageError(f"{action} failed: {error_detail(error)}") from error
+        raise storage_error(action, error) from error
+
+
+def storage_error(action: str, error: BaseException) -> StorageError:
+    """The `StorageError` that reports `error` as the failure of `action`, chained to it."""
+    failure = StorageError(f"{action} failed: {error_detail(error)}")
+    failure.__cause__ = error
+    return failure
 
 
 def is_database_error(error: BaseException) -> bool:

@@ -125,7 +125,8 @@ _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT batch_call"
 
 
 def savepoint(connection: sa.Connection) -> None:
-    """Mark where one call of a batch begins (one name: calls of a batch never nest)."""
+    """Mark where one call of a batch begins. One name for all: the savepoints of a batch are
+    kept, so they nest, and `ROLLBACK TO` reaches the latest, the failed call's."""
     connection.connection.driver_connection.execute(_SAVEPOINT)  # type: ignore[union-attr]
 
 

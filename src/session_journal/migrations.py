@@ -163,12 +163,12 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
             f"database revision {current} is newer than this code (head {head()}); "
             "upgrade session-journal instead"
         )
-    _run(command.upgrade, url, revision)
+    _run(command.upgrade, url, revision, _where(current))
 
 
 def downgrade(url: str, revision: str) -> None:
     """Migrate the database at `url` down to `revision` (`base` removes every table)."""
-    _run(command.downgrade, url, revision)
+    _run(command.downgrade, url, revision, _current_revision(url))
 
 
 def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
@@ -186,8 +186,8 @@ def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
     )
 
 
-def _run(action: object, url: str, revision: str) -> None:
-    before = _current_revision(url)
+def _run(action: object, url: str, revision: str, before: str) -> None:
+    """Run the Alembic command; `before` says where the database was (`_where`)."""
     try:
         action(alembic_config(url), revision)  # type: ignore[operator]
     except SessionJournalError:
@@ -214,4 +214,8 @@ def _current_revision(url: str) -> str:
         return "the database cannot be read"
     finally:
         engine.dispose()
+    return _where(revision)
+
+
+def _where(revision: str | None) -> str:
     return "the database has no revision" if revision is None else f"the database is at {revision}"

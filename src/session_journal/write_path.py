@@ -30,7 +30,6 @@ write lock up front; so are the savepoints of the calls of a batch.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -43,7 +42,7 @@ from sqlalchemy.engine import Engine
 
 from . import driver
 from .config import StoreOptions
-from .db import error_detail, is_database_error, translate_errors
+from .db import is_database_error, storage_error, translate_errors
 from .errors import SessionJournalError, StorageError, StoreClosed
 from .unit_of_work import UnitOfWork
 
@@ -115,7 +114,6 @@ class WritePath:
         self._engine = engine
         self._engine_options = engine.get_execution_options()
         self._options = options
-        self._pid = os.getpid()
         self._fresh_state()
         # A statement sent through SQLAlchemy after a unit-of-work block committed by itself
         # (`uow.connection.commit()`) makes SQLAlchemy begin: that too must be a write
@@ -197,8 +195,6 @@ class WritePath:
         """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
         for the batch or unit of work in progress (unless this thread holds it), and close the
         kept connection."""
-        if os.getpid() != self._pid:
-            self._after_fork()
         with self._idle:
             self._closed = True
             while self._queue:  # no batch took these: they never ran
@@ -216,8 +212,6 @@ class WritePath:
 
     def _enqueue(self, call: _Call[Any]) -> None:
         """Queue the call; with nobody leading, its own thread leads at once."""
-        if os.getpid() != self._pid:
-            self._after_fork()
         if self.writing_in_this_thread():
             # This thread holds the write path: waiting for its turn would wait for itself.
             raise SessionJournalError(
@@ -333,7 +327,6 @@ class WritePath:
                     self._give_back(rest)  # back at the head of the queue, in order
                     break
                 outcomes.append((call, *self._run_call(call, uow, connection, lone=lone)))
-            self._running_thread = None
             self.batches += 1
             self.calls += len(outcomes)
             uow.events.flush()
@@ -342,15 +335,15 @@ class WritePath:
             self._keep(connection)
             self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
         except BaseException as error:
-            self._running_thread = None
             if not committed:
                 if connection is not None:
                     _discard_connection(connection)
                 for call in batch:
-                    call.settle(_failed(call, error), failed=True)
+                    call.settle(storage_error(call.action, error), failed=True)
             if not isinstance(error, Exception):
                 raise
         finally:
+            self._running_thread = None
             if committed:  # settled only now: after the commit, whatever came after it
                 for call, kind, value in outcomes:
                     if kind != _RETRY:
@@ -404,8 +397,8 @@ class WritePath:
         return outcome
 
     def _mark_commit(self, uow: UnitOfWork) -> None:
-        """`uow.commit()` inside a batch: the call's work is kept (released from its savepoint)
-        and commits with the batch."""
+        """`uow.commit()` inside a batch: the call's work is kept (its savepoint is not rolled
+        back) and commits with the batch."""
         self._commit_marked = True
 
     def _give_back(self, calls: list[_Call[Any]]) -> None:
@@ -450,12 +443,12 @@ class WritePath:
             raise
         self._keep(connection)
 
-    def _after_fork(self) -> None:
-        """In a child process after `fork`: forget the parent's queue, locks and connection
-        without closing it (closing would end the parent's session on PostgreSQL)."""
+    def after_fork(self) -> None:
+        """In a child process after `fork` (`Database` notices): forget the parent's queue,
+        locks and connection without closing it (closing would end the parent's session on
+        PostgreSQL)."""
         _INHERITED.append(self._connection)  # never collected, so never closed here
         self._engine.dispose(close=False)  # the pool's inherited connections too
-        self._pid = os.getpid()
         self._fresh_state()
 
 
@@ -480,17 +473,7 @@ def _translated(call: _Call[Any], error: Exception) -> Exception:
     the call (as `translate_errors` does), anything else is passed on."""
     if isinstance(error, SessionJournalError) or not is_database_error(error):
         return error
-    failure = StorageError(f"{call.action} failed: {error_detail(error)}")
-    failure.__cause__ = error
-    return failure
-
-
-def _failed(call: _Call[Any], error: BaseException) -> StorageError:
-    """What each call of a batch that did not commit raises: a `StorageError` of its own,
-    naming the call, chained to the cause."""
-    failure = StorageError(f"{call.action} failed: {error_detail(error)}")
-    failure.__cause__ = error
-    return failure
+    return storage_error(call.action, error)
 
 
 def _discard_connection(connection: sa.Connection) -> None:

@@ -278,7 +278,7 @@ def test_many_threads_lose_nothing_and_share_commits(store: Store) -> None:
         assert [e.event for e in events if e.session_id == name] == [
             startup_fault(str(n)) for n in range(20)
         ]
-    assert write_path.batches - batches <= 320
+    assert write_path.batches - batches < 320  # 16 threads at once: some batches are shared
 
 
 def test_a_store_used_in_a_forked_child_gets_its_own_connections(store: Store) -> None:

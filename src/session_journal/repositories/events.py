@@ -135,39 +135,49 @@ class EventRepository:
         `InvalidRecord` otherwise, like a bad id or time; nothing is queued."""
         self._check(session_id, recorded_at_ms, body)
         self._require_session(session_id)
-        self._pending.append(
-            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        )
-
-    def _require_session(self, session_id: str) -> None:
-        """`SessionNotFound` now, rather than a foreign-key failure when the events are inserted
-        at commit (which would fail every call of a batch, not only this one). On PostgreSQL the
-        session row is share-locked until commit, so it stays; on SQLite the write lock keeps
-        it. Checked once per session and transaction."""
-        if session_id in self._sessions_seen:
-            return
-        exists = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
-        if exists.fetchone() is None:
-            raise SessionNotFound(f"session {session_id!r} does not exist")
-        self._sessions_seen.add(session_id)
+        self._queue(session_id, recorded_at_ms, body)
 
     def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         """`append` for a body the services encoded from a validated model (`encode_json`):
-        such a body is not decoded again on the write path; any other text is checked as
-        `append` checks it."""
-        if isinstance(body, EncodedJson):  # the services lock the session row first
-            require_int(recorded_at_ms, "recorded_at_ms")
-        else:
-            self._check(session_id, recorded_at_ms, body)
-            self._require_session(session_id)
-        self._pending.append(
-            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        )
+        such a body is not decoded again on the write path, nor its session checked (the
+        services lock the session row first); any other text is checked as `append` checks
+        it."""
+        if not isinstance(body, EncodedJson):
+            self.append(session_id, recorded_at_ms, body)
+            return
+        require_int(recorded_at_ms, "recorded_at_ms")
+        self._queue(session_id, recorded_at_ms, body)
 
     def _check(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         require_id(session_id, "session_id")
         require_int(recorded_at_ms, "recorded_at_ms")
-        check_json_body(body, EVENT_DATA.validate_json, "an API event body", self._max_body_bytes)
+        if not isinstance(body, EncodedJson):
+            check_json_body(
+                body, EVENT_DATA.validate_json, "an API event body", self._max_body_bytes
+            )
+
+    def _require_session(self, session_id: str) -> None:
+        """`SessionNotFound` now, rather than a foreign-key failure when the events are inserted
+        at commit (which would fail every call of a batch, not only this one)."""
+        if not self._session_exists(session_id):
+            raise SessionNotFound(f"session {session_id!r} does not exist")
+
+    def _session_exists(self, session_id: str) -> bool:
+        """Whether the session exists; once it did, it stays until the transaction ends (on
+        PostgreSQL its row is share-locked, on SQLite the write lock keeps it), so it is asked
+        once per session and transaction."""
+        if session_id in self._sessions_seen:
+            return True
+        found = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
+        if found.fetchone() is None:
+            return False
+        self._sessions_seen.add(session_id)
+        return True
+
+    def _queue(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        self._pending.append(
+            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+        )
 
     def flush(self) -> None:
         """Assign consecutive seqs to the queued events and insert them.
@@ -193,18 +203,10 @@ class EventRepository:
         """Queue one event if its session exists; whether it did. On PostgreSQL the session row
         is share-locked until commit, so it cannot be deleted before the insert. `body` is
         checked as `append_encoded` checks it."""
-        if isinstance(body, EncodedJson):
-            require_int(recorded_at_ms, "recorded_at_ms")
-        else:
-            self._check(session_id, recorded_at_ms, body)
-        if (
-            driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id}).fetchone()
-            is None
-        ):
+        self._check(session_id, recorded_at_ms, body)
+        if not self._session_exists(session_id):
             return False
-        self._pending.append(
-            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
-        )
+        self._queue(session_id, recorded_at_ms, body)
         return True
 
     def pending_count(self) -> int:
