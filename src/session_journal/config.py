@@ -76,11 +76,7 @@ class StoreOptions:
     def __post_init__(self) -> None:
         """Every option is checked here, when the options are built, so a bad value is an
         `InvalidRecord` naming it, never a driver error at the first connection."""
-        object.__setattr__(
-            self,
-            "sqlite_synchronous",
-            _synchronous_level(self.sqlite_synchronous, "sqlite_synchronous"),
-        )
+        _synchronous_level(self.sqlite_synchronous, "sqlite_synchronous")
         _busy_timeout(self.busy_timeout_s, "busy_timeout_s")
         size = self.max_body_bytes
         if isinstance(size, bool) or not isinstance(size, int):

@@ -56,7 +56,7 @@ def create_engine(
 
 
 def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
-    synchronous = options.sqlite_synchronous  # checked when the options were built
+    synchronous = options.sqlite_synchronous.upper()  # checked when the options were built
     if url.database in (None, "", ":memory:"):
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
