@@ -93,7 +93,11 @@ def begin_write(connection: sa.Connection) -> None:
 
 
 def commit(connection: sa.Connection) -> None:
-    """One commit of the transaction, whether or not a statement went through SQLAlchemy."""
+    """One commit of the transaction, whether or not a statement went through SQLAlchemy.
+    Raises, committing nothing, if the transaction was aborted by an error that its code caught
+    and went on from: PostgreSQL would answer the COMMIT by rolling back, and psycopg does not
+    raise for that."""
+    check_transaction(connection)
     if connection.in_transaction():
         connection.commit()  # SQLAlchemy's autobegun transaction: it commits the driver's
     else:
@@ -130,9 +134,9 @@ def savepoint(connection: sa.Connection) -> None:
     connection.connection.driver_connection.execute(_SAVEPOINT)  # type: ignore[union-attr]
 
 
-def check_savepoint(connection: sa.Connection) -> None:
-    """After a call that succeeded, without a round trip: raise if the call left the
-    transaction aborted (on PostgreSQL, a database error the call caught and went on from)."""
+def check_transaction(connection: sa.Connection) -> None:
+    """Without a round trip: raise if the transaction is aborted (on PostgreSQL, by a database
+    error that the code running in it caught and went on from)."""
     driver = connection.connection.driver_connection
     if (
         isinstance(driver, psycopg.Connection)

@@ -6,9 +6,10 @@ transaction for a block of the caller's own code (`exclusive`).
 
 **Group commit.** Calls from concurrent threads queue; whichever caller finds the write path free
 becomes the *leader* and runs, in its own thread, whatever is queued at that moment as one batch:
-one transaction, each call in its own SAVEPOINT, one commit (one fsync) for all. A lone caller
-leads its own batch of one, with no savepoint, no timer and no thread hand-off, so it waits for
-nothing. A leader keeps leading until its own call is done, then hands over to a waiting caller.
+one transaction, each call in its own SAVEPOINT (but the first, which needs none: undoing it
+undoes the whole transaction), one commit (one fsync) for all. A lone caller leads its own batch
+of one, with no savepoint, no timer and no thread hand-off, so it waits for nothing. A leader
+keeps leading until its own call is done, then hands over to a waiting caller.
 
 The rules a caller can rely on:
 - a call returns (or raises) only after the commit that contains its work is durable;
@@ -319,14 +320,14 @@ class WritePath:
             connection = self._checkout()
             uow = UnitOfWork(connection, self._options, self._mark_commit)
             driver.begin_write(connection)
-            lone = len(batch) == 1
             self._running_thread = threading.get_ident()
             for index, call in enumerate(batch):
                 if uow.events.pending_count() >= MAX_BATCH_EVENTS:
                     rest, batch = batch[index:], batch[:index]
                     self._give_back(rest)  # back at the head of the queue, in order
                     break
-                outcomes.append((call, *self._run_call(call, uow, connection, lone=lone)))
+                outcome = self._run_call(call, uow, connection, first=index == 0)
+                outcomes.append((call, *outcome))
             self.batches += 1
             self.calls += len(outcomes)
             uow.events.flush()
@@ -350,17 +351,17 @@ class WritePath:
                         call.settle(value, failed=kind == _ERROR)
 
     def _run_call(
-        self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, lone: bool
+        self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, first: bool
     ) -> tuple[str, Any]:
         """Run one call: `(_OK, result)`, `(_ERROR, exception)` or `(_RETRY, exception)`. A call
-        that fails, or returns without `uow.commit()`, is undone: in a batch to its savepoint;
-        alone, the whole transaction (which is only its own). Errors of the undo itself end the
-        batch.
+        that fails, or returns without `uow.commit()`, is undone: to its savepoint, or, for the
+        first call of a batch, which needs none (a lone call's batch included), by rolling back
+        the transaction, which holds only its own work. Errors of the undo itself end the batch.
 
         Whatever the function raises is its own caller's, `SystemExit` and `KeyboardInterrupt`
         included: it is raised there, never in the leader's thread, and the batch goes on."""
         mark = uow.events.pending_count()
-        if not lone:
+        if not first:
             driver.savepoint(connection)
         self._commit_marked = False
         outcome: tuple[str, Any]
@@ -376,24 +377,22 @@ class WritePath:
             else:
                 outcome = (_ERROR, error)
         if outcome[0] == _OK and self._commit_marked:
-            if lone:
-                return outcome
             try:
-                # Kept, not released: the savepoints of a batch nest (at most MAX_BATCH_CALLS,
-                # within PostgreSQL's per-backend cache of 64 subtransactions), a later call's
-                # rollback undoes only its own, and the commit keeps them all; a RELEASE
-                # would cost a round trip per call on PostgreSQL.
-                driver.check_savepoint(connection)
+                # Its savepoint is kept, not released: the savepoints of a batch nest (at most
+                # MAX_BATCH_CALLS, within PostgreSQL's per-backend cache of 64 subtransactions),
+                # a later call's rollback undoes only its own, and the commit keeps them all; a
+                # RELEASE would cost a round trip per call on PostgreSQL.
+                driver.check_transaction(connection)
                 return outcome
             except Exception as raised:  # PostgreSQL: the function swallowed an error of its
                 # own, which aborted the transaction; undo it below, as a failed call
                 outcome = (_ERROR, _translated(call, raised))
         uow.events.discard_after(mark)
-        if not lone:
-            driver.rollback_to_savepoint(connection)
-        else:
+        if first:
             driver.rollback(connection)
             driver.begin_write(connection)
+        else:
+            driver.rollback_to_savepoint(connection)
         return outcome
 
     def _mark_commit(self, uow: UnitOfWork) -> None:

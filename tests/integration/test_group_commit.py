@@ -455,29 +455,71 @@ def test_an_event_for_an_unknown_session_fails_only_its_own_call(store: Store) -
     assert bodies(store) == [startup_fault("a"), startup_fault("a")]
 
 
-def test_a_function_that_swallows_its_database_error_fails_alone(store: Store) -> None:
+def swallow_then_commit(uow: UnitOfWork) -> str:
+    """A function that writes (a statement of its own, not a buffered event), catches its own
+    database error and commits anyway."""
+    uow.sessions.upsert(SessionFactory(id="swallowed"))
+    with contextlib.suppress(sa.exc.SQLAlchemyError):
+        uow.connection.exec_driver_sql("SELECT * FROM no_such_table")
+    uow.commit()
+    return "swallowed"
+
+
+def check_swallowed(store: Store, outcome: Any) -> None:
+    """On PostgreSQL the caught error aborted the function's work: it fails, and nothing of it
+    commits; SQLite aborts nothing, so the function's work commits."""
+    written = store.sessions.get("swallowed") is not None
+    if store._database.writer.dialect.name == "postgresql":
+        assert isinstance(outcome, StorageError)
+        assert "current transaction is aborted" in str(outcome)
+        assert not written
+    else:
+        assert outcome == "swallowed"
+        assert written
+
+
+@pytest.mark.parametrize("position", [0, 1, 2])
+def test_a_function_that_swallows_its_database_error_fails_alone(
+    store: Store, position: int
+) -> None:
+    # The first call of a batch runs without a savepoint (undoing it undoes the transaction):
+    # each position is its own case.
     store.sessions.save(SessionFactory(id="a"))
-
-    def swallow_then_commit(uow: UnitOfWork) -> str:
-        with contextlib.suppress(sa.exc.SQLAlchemyError):
-            uow.connection.exec_driver_sql("SELECT * FROM no_such_table")
-        uow.commit()
-        return "swallowed"
-
-    calls = [
+    calls: list[Callable[[], Any]] = [
         lambda: store.faults.record_startup_fault("a", "before"),
-        lambda: store.run_in_unit_of_work(swallow_then_commit),
         lambda: store.faults.record_startup_fault("a", "after"),
     ]
+    calls.insert(position, lambda: store.run_in_unit_of_work(swallow_then_commit))
     with one_batch(store, calls) as callers:
         outcomes = [caller.outcome for caller in callers]
-    assert (outcomes[0], outcomes[2]) == (True, True)
-    if store._database.writer.dialect.name == "postgresql":  # the error aborted its savepoint
-        assert isinstance(outcomes[1], StorageError)
-        assert "current transaction is aborted" in str(outcomes[1])
-    else:  # SQLite: a failed statement aborts nothing
-        assert outcomes[1] == "swallowed"
+    assert outcomes[:position] + outcomes[position + 1 :] == [True, True]
+    check_swallowed(store, outcomes[position])
     assert bodies(store) == [startup_fault("before"), startup_fault("after")]
+
+
+def test_a_lone_function_that_swallows_its_database_error_is_not_acknowledged(
+    store: Store,
+) -> None:
+    # PostgreSQL answers the COMMIT of an aborted transaction by rolling back, and psycopg
+    # does not raise: the caller must not be told that its work committed.
+    try:
+        outcome: Any = store.run_in_unit_of_work(swallow_then_commit)
+    except StorageError as error:
+        outcome = error
+    check_swallowed(store, outcome)
+
+
+def test_a_unit_of_work_that_swallows_its_database_error_is_not_acknowledged(
+    store: Store,
+) -> None:
+    try:
+        with store.unit_of_work() as uow:
+            outcome: Any = swallow_then_commit(uow)
+    except StorageError as error:
+        outcome = error
+    check_swallowed(store, outcome)
+    store.sessions.save(SessionFactory(id="a"))  # the write path is sound again
+    assert store.sessions.get("a") is not None
 
 
 def test_system_exit_from_a_function_is_raised_in_its_own_caller_only(store: Store) -> None:

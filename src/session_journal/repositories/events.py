@@ -38,12 +38,13 @@ _INSERT_EVENT_PG = sa.insert(_events).values(
     recorded_at_ms=sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
     body=sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
 )
-# PostgreSQL: FOR SHARE keeps the session from being deleted before the event is inserted at
-# commit (on SQLite the write lock does).
+# PostgreSQL: FOR KEY SHARE keeps the session from being deleted before the event is inserted
+# at commit (on SQLite the write lock does). It is the weakest lock that does, the one the
+# foreign key check takes anyway; unlike FOR SHARE it blocks no update of non-key columns.
 _SESSION_EXISTS = (
     sa.select(_sessions.c.session_id)
     .where(_sessions.c.session_id == sa.bindparam("session_id"))
-    .with_for_update(read=True)
+    .with_for_update(read=True, key_share=True)
 )
 # PostgreSQL: the seq and the insert of one event in one statement (one round trip). The
 # existence check (a row lock) stays a separate statement before it: a writer that waited for the
@@ -164,7 +165,7 @@ class EventRepository:
 
     def _session_exists(self, session_id: str) -> bool:
         """Whether the session exists; once it did, it stays until the transaction ends (on
-        PostgreSQL its row is share-locked, on SQLite the write lock keeps it), so it is asked
+        PostgreSQL its row is key-share-locked, on SQLite the write lock keeps it), so it is asked
         once per session and transaction."""
         if session_id in self._sessions_seen:
             return True
@@ -201,7 +202,7 @@ class EventRepository:
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
         """Queue one event if its session exists; whether it did. On PostgreSQL the session row
-        is share-locked until commit, so it cannot be deleted before the insert. `body` is
+        is key-share-locked until commit, so it cannot be deleted before the insert. `body` is
         checked as `append_encoded` checks it."""
         self._check(session_id, recorded_at_ms, body)
         if not self._session_exists(session_id):
