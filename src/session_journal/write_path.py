@@ -77,8 +77,10 @@ class _Call(Generic[T]):
         self.failed = False
         self.value: Any = None
         # Made only when the caller's thread must wait (a lone caller that leads never does);
-        # set after `leads` or `done` changed, so that thread alone wakes.
-        self.wake: threading.Event | None = None
+        # signalled after `leads` or `done` changed, so that thread alone wakes. A lock used as
+        # a binary semaphore (held: no signal pending): far cheaper than a `threading.Event`,
+        # whose condition variable allocates a lock per wait.
+        self.wake: threading.Lock | None = None
 
     def settle(self, value: Any, *, failed: bool = False) -> None:
         """Record the outcome and wake the caller's thread."""
@@ -89,15 +91,19 @@ class _Call(Generic[T]):
         """Wake the caller's thread if it waits (or is about to: it re-checks before waiting)."""
         wake = self.wake
         if wake is not None:
-            wake.set()
+            try:  # noqa: SIM105 (a hot path: contextlib.suppress would build an object per call)
+                wake.release()
+            except RuntimeError:  # signalled already, and the caller has not woken since
+                pass
 
     def wait(self) -> None:
         """In the caller's thread: block until `leads` or `done` may have changed."""
         if self.wake is None:
-            self.wake = threading.Event()
-            return  # the caller re-checks its state before it waits on the new event
-        self.wake.wait()
-        self.wake.clear()
+            wake = threading.Lock()
+            wake.acquire()
+            self.wake = wake
+            return  # the caller re-checks its state before it waits on the new lock
+        self.wake.acquire()  # until a signal releases it; held again afterwards
 
     def result(self) -> T:
         """The call's result, or its exception raised (once: the call lets go of it, so that
