@@ -263,13 +263,13 @@ class ApiEvent(BaseModel):
     def _decode_stored(self) -> None:
         # Safe when threads race: the first body stored wins (an assignment made meanwhile
         # included), and everyone reads that one back from `__dict__`.
-        private = self.__pydantic_private__
-        body: str | None = None if private is None else private["_stored_body"]
-        if private is None or body is None:
+        private = self.__pydantic_private__  # None in a model that has no private values
+        body = None if private is None else private.get("_stored_body")
+        if body is None:
             return
         if "event" not in self.__dict__:
             self.__dict__.setdefault("event", decode_body(body))
-        private["_stored_body"] = None
+        self._stored_body = None
 
     if not TYPE_CHECKING:  # as in BaseModel: keeps mypy's attribute checks on ApiEvent
 
@@ -327,26 +327,27 @@ class ApiEventPage(BaseModel):
 
 EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
 _ALL_FIELDS = frozenset(ApiEvent.model_fields)
-# BaseModel's slots, set through their descriptors (a quarter faster than `object.__setattr__`).
-_SET_DICT = BaseModel.__dict__["__dict__"].__set__
-_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
-_SET_PRIVATE = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def stored_events(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
     """Events of stored rows `(seq, session_id, recorded_at_ms, body text)`, bodies undecoded.
 
-    Built without validation, as `model_construct` does but several times faster: the three
-    scalars come from typed, NOT NULL columns, and the body is validated when it is decoded.
+    Built without validation, through the pickle protocol (`__setstate__` with the state that
+    `__getstate__` gives, which pydantic keeps loadable across releases so that pickles stay
+    readable): the three scalars come from typed, NOT NULL columns, and the body is validated
+    when it is decoded. `model_construct` does the same but costs more than the rest of a page
+    read.
     """
-    new, events = object.__new__, []
+    # One state dict for the page, whose values `__setstate__` takes over (one object less per
+    # event); each event gets its own `model_fields_set`, which a caller may change.
+    state: dict[str, Any] = {"__pydantic_extra__": None}
+    new, events = ApiEvent.__new__, []
     for seq, session_id, recorded_at_ms, body in rows:
         event = new(ApiEvent)
-        _SET_DICT(event, {"seq": seq, "session_id": session_id, "recorded_at_ms": recorded_at_ms})
-        _SET_FIELDS_SET(event, set(_ALL_FIELDS))
-        _SET_EXTRA(event, None)
-        _SET_PRIVATE(event, {"_stored_body": body})
+        state["__dict__"] = {"seq": seq, "session_id": session_id, "recorded_at_ms": recorded_at_ms}
+        state["__pydantic_fields_set__"] = set(_ALL_FIELDS)
+        state["__pydantic_private__"] = {"_stored_body": body}
+        event.__setstate__(state)
         events.append(event)
     return events
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import pickle
 import threading
@@ -149,3 +150,22 @@ def test_threads_reading_one_page_see_equal_bodies(store: Store) -> None:
         thread.join()
     expected = [startup_fault(f"fault {index}") for index in range(200)]
     assert seen == [expected] * 4
+
+
+def test_paging_leaves_the_garbage_collector_alone(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The collector is the host application's: a library must not switch it, not even briefly.
+    def refuse(*args: object) -> None:
+        raise AssertionError("the library switched the garbage collector")
+
+    for name in ("disable", "enable", "freeze", "unfreeze", "set_threshold"):
+        monkeypatch.setattr(gc, name, refuse)
+    store.sessions.save(SessionFactory(id="session-1"))
+    for index in range(3):
+        store.faults.record_startup_fault("session-1", f"fault {index}")
+    page = store.events.load(after_seq=0, limit=2)
+    assert [event.event for event in page.events] == [
+        startup_fault("fault 0"),
+        startup_fault("fault 1"),
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import pytest
 from pydantic import ValidationError
@@ -20,13 +21,14 @@ from session_journal import (
     CommandResultKind,
     LegacyNotice,
     OutcomeReason,
+    SessionFault,
     SessionRecord,
     TurnEnded,
     TurnOutcome,
     TurnResultKind,
     TurnStarted,
 )
-from session_journal.events import EVENT_DATA, decode_body
+from session_journal.events import EVENT_DATA, decode_body, stored_events
 from session_journal.validation import check_id
 
 
@@ -176,3 +178,14 @@ def test_a_legacy_notice_names_the_place_only_when_there_is_one(stored: str, mes
     notice = decode_body(stored)
     assert isinstance(notice, LegacyNotice)
     assert notice.message == f"stored body does not decode ({message})"
+
+
+def test_a_page_event_is_built_from_the_state_pydantic_pickles() -> None:
+    # `stored_events` builds events through `__setstate__` with the keys of pydantic's own
+    # pickle state: a pydantic release that changes that state fails here, not in a page read.
+    body = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="m")
+    built = ApiEvent(seq=7, session_id="s-1", recorded_at_ms=70, event=body)
+    (stored,) = stored_events([(7, "s-1", 70, body.model_dump_json())])
+    assert set(stored.__getstate__()) == set(built.__getstate__())
+    assert stored == built
+    assert pickle.loads(pickle.dumps(stored)) == built

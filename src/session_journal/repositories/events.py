@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
@@ -250,9 +247,8 @@ class EventRepository:
             params["session_id"] = event_filter.session_id
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
-        with _collector_paused():
-            latest, rows = split_frontier(driver.run(self._connection, query, params).fetchall())
-            return latest, stored_events(rows)
+        latest, rows = split_frontier(driver.run(self._connection, query, params).fetchall())
+        return latest, stored_events(rows)
 
 
 def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
@@ -273,24 +269,3 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
         rows.remove(frontier)
     rows.sort(key=_by_seq)
     return int(frontier[0]), rows
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a page is fetched and built.
-
-    A page creates thousands of small containers that all stay alive until it is returned, so
-    every collection triggered meanwhile promotes them, and the promotions trigger full
-    collections of the whole heap: that costs more than decoding (about 2.5x slower paging in
-    `make bench`). Nothing built here forms a cycle, so pausing frees nothing late. The collector
-    is resumed only if it was running (a caller that disabled it is respected); a concurrent page
-    in another thread at worst decodes with the collector running.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
