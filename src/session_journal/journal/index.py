@@ -1,7 +1,8 @@
-"""The names this module held before the project index was split, kept importable from here:
-the rows, hits and query parsing now live in `journal/search.py`, the feeder thread in
-`journal/index_feeder.py` and `ProjectIndex` in `services/index.py`."""
+"""Where the project index's names were before the index became a service; they stay
+importable from here. The rows, hits and query parsing live in `journal/search.py`, the feeder
+thread in `journal/index_feeder.py`, `ProjectIndex` in `services/index.py`."""
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from .index_feeder import IndexFeeder
@@ -17,7 +18,7 @@ from .search import (
     search_terms,
 )
 
-if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports it
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` gives it
     from ..services.index import ProjectIndex
 
 __all__ = [
@@ -36,9 +37,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # PEP 562: the service loads the database layer, which the rest of this module does not.
+    # PEP 562: `ProjectIndex` as the package gives it, imported on first use.
     if name == "ProjectIndex":
-        from ..services.index import ProjectIndex
-
-        return ProjectIndex
+        return sys.modules[__package__].ProjectIndex
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
