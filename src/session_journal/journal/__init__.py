@@ -6,7 +6,8 @@ functions `event_kind`, `extract_anchors` and `extract_text_content` are all imp
 
 Nothing in this package touches a database, and importing it loads no database code.
 `ProjectIndex`, the service behind `store.index`, lives in `services/index.py`; it is importable
-here too (the public API says so), imported on first use so that it stays out of the way.
+here too (the public API says so), on first use: imported with the package, it would load the
+database layer and close an import cycle (the repositories use `search`).
 """
 
 from typing import TYPE_CHECKING, Any
