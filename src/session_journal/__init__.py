@@ -1,7 +1,13 @@
 """session-journal: the durable memory of an AI-agent session controller.
 
 Open a `Store` and use its services; see the README for the guarantees.
+
+`Store`, `UnitOfWork` and `SCHEMA_LEVEL` are imported on first use (PEP 562 `__getattr__`), so
+importing a part that needs no database (`session_journal.journal`, `session_journal.relay`, the
+records and event bodies) loads no SQLAlchemy, Alembic or driver.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from .config import StoreOptions
 from .errors import (
@@ -41,10 +47,15 @@ from .events import (
     TurnResultKind,
     TurnStarted,
 )
-from .migrations import SCHEMA_LEVEL
 from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
-from .store import Store
-from .unit_of_work import UnitOfWork
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
+    from .migrations import SCHEMA_LEVEL
+    from .store import Store
+    from .unit_of_work import UnitOfWork
+
+# The names backed by the database layer: `__getattr__` imports them on first use.
+_DATABASE_NAMES = frozenset({"SCHEMA_LEVEL", "Store", "UnitOfWork"})
 
 __all__ = [
     "SCHEMA_LEVEL",
@@ -89,3 +100,23 @@ __all__ = [
     "TurnStarted",
     "UnitOfWork",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: called for a name not bound in this module. The three modules come together
+    # (`store` imports the other two); the names are bound here, so this runs once.
+    if name not in _DATABASE_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import migrations, store, unit_of_work
+
+    globals().update(
+        SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,
+        Store=store.Store,
+        UnitOfWork=unit_of_work.UnitOfWork,
+    )
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included (for `dir()` and completion)."""
+    return sorted({*globals(), *__all__})

@@ -25,7 +25,7 @@ from .db import create_engine
 from .demo import run_demo
 from .errors import SessionJournalError
 from .events import ApiEventFilter
-from .journal.index import MAX_SEARCH_LIMIT
+from .journal.search import MAX_SEARCH_LIMIT
 from .journal.stats import EVENTS_FILE, SessionStats
 from .journal.verify import events_file, verify
 from .services.events import MAX_PAGE

@@ -12,12 +12,12 @@ import sqlalchemy as sa
 from . import migrations
 from .config import StoreOptions, resolve_url
 from .database import Database
-from .journal.index import ProjectIndex
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
 from .services.events import EventService
 from .services.faults import FaultService
+from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
 from .unit_of_work import UnitOfWork

@@ -25,7 +25,7 @@ from typing import Any
 from ..errors import InvalidRecord, SessionJournalError
 from ..validation import require_id
 from .extract import event_kind
-from .index import IndexFeeder, ProjectIndex
+from .index_feeder import IndexFeeder, IndexSink
 from .redaction import Redactor
 from .stats import EVENTS_FILE, SessionStats
 
@@ -91,7 +91,7 @@ class JournalWriter:
         session_dir: str | os.PathLike[str],
         *,
         redactor: Redactor | None = None,
-        index: ProjectIndex | None = None,
+        index: IndexSink | None = None,
         session_id: str | None = None,
         max_buffered: int = 10_000,
         recovery_interval: float = 2.0,

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
+from ..journal.search import IndexRow, SearchHit, SearchTerm
 from ._tables import project_events as _rows
-
-if TYPE_CHECKING:
-    from ..journal.index import IndexRow, SearchHit, SearchTerm
 
 
 class ProjectEventRepository:
@@ -25,10 +24,9 @@ class ProjectEventRepository:
         if not rows:
             return
         values = [asdict(row) for row in rows]
-        if self._connection.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        insert = (
+            postgresql.insert if self._connection.dialect.name == "postgresql" else sqlite.insert
+        )
         statement = insert(_rows).on_conflict_do_nothing(index_elements=["session_id", "seq"])
         self._connection.execute(statement, values)
 
@@ -40,8 +38,6 @@ class ProjectEventRepository:
         self, terms: list[SearchTerm], session_id: str | None, limit: int
     ) -> list[SearchHit]:
         """Events whose text contains every term (its words as a phrase), best first."""
-        from ..journal.index import SearchHit
-
         if self._connection.dialect.name == "postgresql":
             rows = self._search_postgresql(terms, session_id, limit)
         else:
