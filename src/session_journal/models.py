@@ -3,14 +3,17 @@ proves these models and the head schema agree."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
+
+from .records import SessionState
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -20,19 +23,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-SESSION_STATES = (
-    "provisioning",
-    "running",
-    "checkpointing",
-    "closing",
-    "closed",
-    "destroying",
-    "error",
-    "startup-cleanup",
-)
 
-
-def state_check(states: tuple[str, ...]) -> str:
+def state_check(states: Iterable[str]) -> str:
     """The `sessions.state` CHECK expression for a list of states."""
     return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
 
@@ -66,13 +58,16 @@ class Base(DeclarativeBase):
     """Declarative base whose constraints follow `NAMING_CONVENTION`."""
 
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    # Every model here is mapped to a Table (DeclarativeBase types it as any FromClause), so
+    # repositories can hand `Model.__table__` to Core.
+    __table__: ClassVar[sa.Table]
 
 
 class SessionRow(Base):
     """`sessions`: one row per agent session."""
 
     __tablename__ = "sessions"
-    __table_args__ = (sa.CheckConstraint(state_check(SESSION_STATES), name="state"),)
+    __table_args__ = (sa.CheckConstraint(state_check(SessionState), name="state"),)
 
     session_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     project_id: Mapped[str] = mapped_column(sa.Text)

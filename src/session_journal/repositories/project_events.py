@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ._tables import project_events as _rows
+from ..models import ProjectEventRow
+from ._dialect import dialect_insert
 
 if TYPE_CHECKING:
     from ..journal.index import IndexRow, SearchHit, SearchTerm
@@ -25,16 +26,16 @@ class ProjectEventRepository:
         if not rows:
             return
         values = [asdict(row) for row in rows]
-        if self._connection.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-        statement = insert(_rows).on_conflict_do_nothing(index_elements=["session_id", "seq"])
+        statement = dialect_insert(self._connection, ProjectEventRow).on_conflict_do_nothing(
+            index_elements=[ProjectEventRow.session_id, ProjectEventRow.seq]
+        )
         self._connection.execute(statement, values)
 
     def delete_session(self, session_id: str) -> None:
         """Forget a session's indexed events."""
-        self._connection.execute(sa.delete(_rows).where(_rows.c.session_id == session_id))
+        self._connection.execute(
+            sa.delete(ProjectEventRow).where(ProjectEventRow.session_id == session_id)
+        )
 
     def search(
         self, terms: list[SearchTerm], session_id: str | None, limit: int
