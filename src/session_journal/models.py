@@ -71,8 +71,9 @@ class Base(DeclarativeBase):
     """Declarative base whose constraints follow `NAMING_CONVENTION`."""
 
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
-    # Every model here is mapped to a Table (DeclarativeBase types it as any FromClause), so
-    # repositories can hand `Model.__table__` to Core.
+    # Every model here maps a Table; DeclarativeBase types `__table__` as any FromClause.
+    # Repositories name columns through the class attributes (`SessionRow.state`), typed by
+    # `Mapped[...]`, so a renamed column fails mypy.
     __table__: ClassVar[sa.Table]
 
 
