@@ -10,6 +10,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}
+# A revision imports nothing from session_journal: it carries a copy of each helper or type it
+# needs (see set_schema_levels in the earlier revisions), so editing the package never changes
+# what a revision does.
+
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
 branch_labels = ${repr(branch_labels)}

@@ -11,12 +11,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from session_journal.models import state_check
-
 revision = "0001_initial"
 down_revision = None
 branch_labels = None
 depends_on = None
+
 
 LEGACY_STATES = (
     "provisioning",
@@ -27,6 +26,11 @@ LEGACY_STATES = (
     "destroying",
     "error",
 )
+
+
+def state_check(states: tuple[str, ...]) -> str:
+    """The `sessions.state` CHECK expression for a list of states (frozen with this revision)."""
+    return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
 
 
 def _session_fk() -> sa.ForeignKey:

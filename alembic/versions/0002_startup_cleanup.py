@@ -16,13 +16,11 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from session_journal.migrations import set_schema_levels
-from session_journal.models import state_check
-
 revision = "0002_startup_cleanup"
 down_revision = "0001_initial"
 branch_labels = None
 depends_on = None
+
 
 LEGACY_STATES = (
     "provisioning",
@@ -35,6 +33,27 @@ LEGACY_STATES = (
 )
 STATES = (*LEGACY_STATES, "startup-cleanup")
 CHECK = "ck_sessions_state"
+
+
+def state_check(states: tuple[str, ...]) -> str:
+    """The `sessions.state` CHECK expression for a list of states (frozen with this revision)."""
+    return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
+
+
+def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
+    """Record the level this revision brings and the oldest level of code that may still use
+    the database after it (frozen here, as every helper of a revision is: history must not
+    change when the package's code does)."""
+    levels = sa.table(
+        "schema_compatibility",
+        sa.column("schema_level", sa.Integer),
+        sa.column("minimum_compatible_level", sa.Integer),
+    )
+    op.execute(
+        levels.update().values(
+            schema_level=schema_level, minimum_compatible_level=minimum_compatible_level
+        )
+    )
 
 
 def sessions_table(states: tuple[str, ...]) -> sa.Table:

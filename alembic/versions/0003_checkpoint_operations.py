@@ -11,12 +11,26 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from session_journal.migrations import set_schema_levels
-
 revision = "0003_checkpoint_operations"
 down_revision = "0002_startup_cleanup"
 branch_labels = None
 depends_on = None
+
+
+def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
+    """Record the level this revision brings and the oldest level of code that may still use
+    the database after it (frozen here, as every helper of a revision is: history must not
+    change when the package's code does)."""
+    levels = sa.table(
+        "schema_compatibility",
+        sa.column("schema_level", sa.Integer),
+        sa.column("minimum_compatible_level", sa.Integer),
+    )
+    op.execute(
+        levels.update().values(
+            schema_level=schema_level, minimum_compatible_level=minimum_compatible_level
+        )
+    )
 
 
 def upgrade() -> None:

@@ -38,17 +38,52 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import context, op
-
-from session_journal.migrations import set_schema_levels
-from session_journal.models import JsonText
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.types import TypeDecorator
 
 revision = "0004_outcome_bodies"
 down_revision = "0003_checkpoint_operations"
 branch_labels = None
 depends_on = None
 
+
 BATCH = 2000
 COMPLETED = {"end_turn", "max_tokens", "max_turn_requests", "refusal"}
+
+
+class JsonText(TypeDecorator[str]):
+    """A JSON column exchanged as its exact text (frozen with this revision): no serialising on
+    the way in, no parsing on the way out (psycopg would turn `json` into dicts); the `CAST` to
+    text returns the stored text unchanged."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> None:
+        return None
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> None:
+        return None
+
+    def column_expression(self, column: ColumnElement[Any]) -> ColumnElement[str]:
+        return sa.cast(column, sa.Text)
+
+
+def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
+    """Record the level this revision brings and the oldest level of code that may still use
+    the database after it (frozen here, as every helper of a revision is: history must not
+    change when the package's code does)."""
+    levels = sa.table(
+        "schema_compatibility",
+        sa.column("schema_level", sa.Integer),
+        sa.column("minimum_compatible_level", sa.Integer),
+    )
+    op.execute(
+        levels.update().values(
+            schema_level=schema_level, minimum_compatible_level=minimum_compatible_level
+        )
+    )
 
 
 def turn_kind(stop_reason: object) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from .clock import now_ms
 from .elicitation import Accept, ElicitationRequest
 from .events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
 from .records import CheckpointMetadata, SessionRecord, SessionState
@@ -63,7 +63,7 @@ def _question_turn(store: Store, session_id: str) -> None:
         },
     )
     text = ContentBlock(type="text", text="Fix the failing test")
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     observations: list[RelayObservation] = [
         CommandQueued(command_id=prompt, command=PromptCommand(prompt=[text]), created_at_ms=now),
         CommandStarted(command_id=prompt, started_at_ms=now),
@@ -82,7 +82,7 @@ def _question_turn(store: Store, session_id: str) -> None:
 def run_demo(store: Store, say: Callable[[str], None]) -> list[ApiEvent]:
     """Run the scenario; `say` narrates each step. Returns the events appended, in feed order."""
     cursor = store.events.load().next_after_seq  # a client starts following at the frontier
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     alpha = SessionRecord(
         id="demo-alpha",
         project_id="demo-project",

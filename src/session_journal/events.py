@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic.main import TupleGenerator
 
 from .elicitation import ElicitationRequest
+from .json_text import canonical_json
 from .validation import Id
 
 
@@ -105,9 +106,7 @@ class ApiActivityState(BaseModel):
 
     def canonical_json(self) -> str:
         """Sorted keys, no insignificant whitespace: equal snapshots encode equally."""
-        return json.dumps(
-            self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
+        return canonical_json(self.model_dump(mode="json"))
 
 
 class TurnOutcome(BaseModel):

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import sqlalchemy as sa
-from alembic import command, op
+from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -169,21 +169,6 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
 def downgrade(url: str, revision: str) -> None:
     """Migrate the database at `url` down to `revision` (`base` removes every table)."""
     _run(command.downgrade, url, revision, _current_revision(url))
-
-
-def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
-    """For revisions: record the level a revision brings and the oldest level of code that may
-    still use the database after it."""
-    table = sa.table(
-        "schema_compatibility",
-        sa.column("schema_level", sa.Integer),
-        sa.column("minimum_compatible_level", sa.Integer),
-    )
-    op.execute(
-        table.update().values(
-            schema_level=schema_level, minimum_compatible_level=minimum_compatible_level
-        )
-    )
 
 
 def _run(action: object, url: str, revision: str, before: str) -> None:

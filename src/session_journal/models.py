@@ -3,14 +3,17 @@ proves these models and the head schema agree."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
+
+from .records import SessionState
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -20,19 +23,8 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-SESSION_STATES = (
-    "provisioning",
-    "running",
-    "checkpointing",
-    "closing",
-    "closed",
-    "destroying",
-    "error",
-    "startup-cleanup",
-)
 
-
-def state_check(states: tuple[str, ...]) -> str:
+def state_check(states: Iterable[str]) -> str:
     """The `sessions.state` CHECK expression for a list of states."""
     return "state IN (" + ", ".join(f"'{state}'" for state in states) + ")"
 
@@ -62,17 +54,34 @@ class JsonText(TypeDecorator[str]):
 SEQ = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
+def _owning_session(*, primary_key: bool = False) -> MappedColumn[Any]:
+    """`session_id` of a row that belongs to a session: deleting the session deletes the row
+    (ON DELETE CASCADE). `primary_key` for the tables of one row per session."""
+    return mapped_column(
+        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=primary_key
+    )
+
+
+def _inserted_at() -> MappedColumn[Any]:
+    """A timestamp with time zone that the database sets when the row is inserted."""
+    return mapped_column(sa.DateTime(timezone=True), server_default=sa.func.current_timestamp())
+
+
 class Base(DeclarativeBase):
     """Declarative base whose constraints follow `NAMING_CONVENTION`."""
 
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+    # Every model here maps a Table; DeclarativeBase types `__table__` as any FromClause.
+    # Repositories name columns through the class attributes (`SessionRow.state`), typed by
+    # `Mapped[...]`, so a renamed column fails mypy.
+    __table__: ClassVar[sa.Table]
 
 
 class SessionRow(Base):
     """`sessions`: one row per agent session."""
 
     __tablename__ = "sessions"
-    __table_args__ = (sa.CheckConstraint(state_check(SESSION_STATES), name="state"),)
+    __table_args__ = (sa.CheckConstraint(state_check(SessionState), name="state"),)
 
     session_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     project_id: Mapped[str] = mapped_column(sa.Text)
@@ -80,12 +89,8 @@ class SessionRow(Base):
     native_session_id: Mapped[str | None] = mapped_column(sa.Text)
     last_error: Mapped[str | None] = mapped_column(sa.Text)
     last_checkpoint_error: Mapped[str | None] = mapped_column(sa.Text)
-    created_at: Mapped[datetime] = mapped_column(
-        sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
-    )
-    updated_at: Mapped[datetime] = mapped_column(
-        sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
-    )
+    created_at: Mapped[datetime] = _inserted_at()
+    updated_at: Mapped[datetime] = _inserted_at()
 
 
 class SessionContextRow(Base):
@@ -93,9 +98,7 @@ class SessionContextRow(Base):
 
     __tablename__ = "session_contexts"
 
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = _owning_session(primary_key=True)
     workspace_id: Mapped[str] = mapped_column(sa.Text, index=True)
 
 
@@ -104,9 +107,7 @@ class SessionCheckpointRow(Base):
 
     __tablename__ = "session_checkpoints"
 
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = _owning_session(primary_key=True)
     archive_path: Mapped[str] = mapped_column(sa.Text)
     sha256: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[str] = mapped_column(sa.Text)
@@ -121,9 +122,7 @@ class ApiEventRow(Base):
 
     # On SQLite an INTEGER PRIMARY KEY is the rowid: the table is stored in seq order.
     seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=False)
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE")
-    )
+    session_id: Mapped[str] = _owning_session()
     recorded_at_ms: Mapped[int] = mapped_column(sa.BigInteger)
     body: Mapped[str] = mapped_column(JsonText)
 
@@ -142,9 +141,7 @@ class ActivityRow(Base):
 
     __tablename__ = "api_session_activity"
 
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = _owning_session(primary_key=True)
     body: Mapped[str] = mapped_column(JsonText)
 
 
@@ -162,14 +159,10 @@ class CheckpointOperationRow(Base):
 
     __tablename__ = "checkpoint_operations"
 
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = _owning_session(primary_key=True)
     command_id: Mapped[str] = mapped_column(sa.Text)
     related_command_ids: Mapped[str] = mapped_column(JsonText, server_default=sa.text("'[]'"))
-    created_at: Mapped[datetime] = mapped_column(
-        sa.DateTime(timezone=True), server_default=sa.func.current_timestamp()
-    )
+    created_at: Mapped[datetime] = _inserted_at()
 
 
 class MaterializedSessionRow(Base):
@@ -177,9 +170,7 @@ class MaterializedSessionRow(Base):
 
     __tablename__ = "materialized_sessions"
 
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = _owning_session(primary_key=True)
     applied_event_ordinal: Mapped[int] = mapped_column(sa.BigInteger)
     applied_event_digest: Mapped[str] = mapped_column(sa.Text)
     state: Mapped[str] = mapped_column(JsonText)
@@ -190,9 +181,7 @@ class TranscriptItemRow(Base):
 
     __tablename__ = "transcript_items"
 
-    session_id: Mapped[str] = mapped_column(
-        sa.Text, sa.ForeignKey("sessions.session_id", ondelete="CASCADE"), primary_key=True
-    )
+    session_id: Mapped[str] = _owning_session(primary_key=True)
     position: Mapped[int] = mapped_column(sa.BigInteger, primary_key=True, autoincrement=False)
     stable_id: Mapped[str] = mapped_column(sa.Text)
     body: Mapped[str] = mapped_column(JsonText)

@@ -10,8 +10,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    model_validator,
 )
+
+from ..content_blocks import ContentBlock
 
 # --- messages and shared payloads ------------------------------------------------------------
 
@@ -25,19 +26,10 @@ class MessageRole(StrEnum):
     SYSTEM = "system"
 
 
-class MessageBlock(BaseModel):
-    """One content block: `{"type": "text", "text": ...}`; other block types (tool use, images,
-    ...) are kept as opaque JSON (their fields are preserved as extras)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-
-    @model_validator(mode="after")
-    def _text_blocks_have_text(self) -> MessageBlock:
-        if self.type == "text" and not isinstance(getattr(self, "text", None), str):
-            raise ValueError("a text block needs a string `text`")
-        return self
+class MessageBlock(ContentBlock):
+    """One content block of a journal message: `{"type": "text", "text": ...}`; other block
+    types (tool use, images, ...) are kept as opaque JSON (their fields are preserved as
+    extras). The text-block rule is `ContentBlock`'s."""
 
     def as_text(self) -> str | None:
         """The block's text if it is a text block, else None."""

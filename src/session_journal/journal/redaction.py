@@ -54,6 +54,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
+from ..json_text import compact_json
+
 __all__ = ["REDACTED", "Redactor"]
 
 REDACTED: Final = "[REDACTED]"
@@ -221,6 +223,6 @@ class Redactor:
         if not self._redact_tree(parsed, depth + 1, frozenset()):
             return text
         try:
-            return json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
+            return compact_json(parsed)
         except (ValueError, RecursionError):
             return None

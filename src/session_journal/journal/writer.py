@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRecord, SessionJournalError
+from ..json_text import compact_json
 from ..validation import require_id
 from .extract import event_kind
 from .index_feeder import IndexFeeder, IndexSink
@@ -344,7 +345,7 @@ class JournalWriter:
             value = envelope.model_dump(mode="json")
             if self._redactor is not None:
                 self._redactor.redact_json(value)
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+            text = compact_json(value)
             data = (text + "\n").encode("utf-8")
             kind = event_kind(envelope.event)
         except Exception as error:  # any failure to encode must not stop the writer

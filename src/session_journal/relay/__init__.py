@@ -4,6 +4,7 @@ Pure code: event and observation types, the digest, a chain builder and the proj
 `store.projection` applies events to the database.
 """
 
+from ..content_blocks import ContentBlock
 from ..elicitation import Accept, Cancel, Decline, ElicitationRequest, ElicitationResponse
 from .chain import RelayChain
 from .events import (
@@ -15,7 +16,6 @@ from .events import (
     CommandQueued,
     CommandRejected,
     CommandStarted,
-    ContentBlock,
     ControlCommand,
     ElicitationRequested,
     ElicitationResolved,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
+from ..clock import now_ms
 from .events import RelayEvent, RelayObservation, relay_event_digest
 from .state import MaterializedSession
 
@@ -34,9 +34,7 @@ class RelayChain:
             ordinal=self.ordinal + 1,
             previous_digest=self.digest,
             digest="",
-            recorded_at_ms=time.time_ns() // 1_000_000
-            if recorded_at_ms is None
-            else recorded_at_ms,
+            recorded_at_ms=now_ms() if recorded_at_ms is None else recorded_at_ms,
             command_id=command_id,
             observation=observation,
         )

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field
 
+from ..content_blocks import ContentBlock
 from ..elicitation import ElicitationRequest
 from ..events import OutcomeReason
+from ..json_text import canonical_json
 
 RELAY_EVENT_FORMAT = 1
 
@@ -22,21 +23,6 @@ class RelayCommandKind(StrEnum):
     BEGIN_CHECKPOINT = "begin_checkpoint"
     COMPLETE_CHECKPOINT = "complete_checkpoint"
     CANCEL = "cancel"
-
-
-class ContentBlock(BaseModel):
-    """An ACP content block: `{"type": "text", "text": ...}`; other block types are kept as
-    opaque JSON (their fields are preserved as extras)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
-
-    @model_validator(mode="after")
-    def _text_blocks_have_text(self) -> ContentBlock:
-        if self.type == "text" and not isinstance(getattr(self, "text", None), str):
-            raise ValueError("a text block needs a string `text`")
-        return self
 
 
 class PromptCommand(BaseModel):
@@ -186,10 +172,5 @@ class RelayEvent(BaseModel):
 def relay_event_digest(event: RelayEvent) -> str:
     """Lowercase hex SHA-256 of the event's canonical JSON without its `digest` (sorted keys, no
     whitespace, non-ASCII kept, every field included)."""
-    canonical = json.dumps(
-        event.model_dump(mode="json", exclude={"digest"}),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    canonical = canonical_json(event.model_dump(mode="json", exclude={"digest"}))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

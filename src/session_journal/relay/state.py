@@ -6,9 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from ..content_blocks import ContentBlock
 from ..elicitation import ElicitationRequest
 from ..events import ApiTurnOutcome
-from .events import ContentBlock, RelayCommandKind
+from .events import RelayCommandKind
 
 
 class ActiveTurn(BaseModel):

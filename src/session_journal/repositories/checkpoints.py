@@ -6,8 +6,8 @@ import json
 
 import sqlalchemy as sa
 
+from ..models import CheckpointOperationRow
 from ..records import CheckpointOperation
-from ._tables import operations as _operations
 
 
 class CheckpointRepository:
@@ -26,9 +26,9 @@ class CheckpointRepository:
         return self._fetch(session_id, lock=True)
 
     def _fetch(self, session_id: str, *, lock: bool) -> CheckpointOperation | None:
-        query = sa.select(_operations.c.command_id, _operations.c.related_command_ids).where(
-            _operations.c.session_id == session_id
-        )
+        query = sa.select(
+            CheckpointOperationRow.command_id, CheckpointOperationRow.related_command_ids
+        ).where(CheckpointOperationRow.session_id == session_id)
         row = self._connection.execute(query.with_for_update() if lock else query).one_or_none()
         if row is None:
             return None
@@ -41,19 +41,24 @@ class CheckpointRepository:
     def insert(self, session_id: str, command_id: str) -> None:
         """Open an operation owned by `command_id`."""
         self._connection.execute(
-            sa.insert(_operations).values(session_id=session_id, command_id=command_id)
+            sa.insert(CheckpointOperationRow).values(
+                {
+                    CheckpointOperationRow.session_id: session_id,
+                    CheckpointOperationRow.command_id: command_id,
+                }
+            )
         )
 
     def set_related(self, session_id: str, related_command_ids: list[str]) -> None:
         """Replace the operation's related command ids."""
         self._connection.execute(
-            sa.update(_operations)
-            .where(_operations.c.session_id == session_id)
-            .values(related_command_ids=json.dumps(related_command_ids))
+            sa.update(CheckpointOperationRow)
+            .where(CheckpointOperationRow.session_id == session_id)
+            .values({CheckpointOperationRow.related_command_ids: json.dumps(related_command_ids)})
         )
 
     def delete(self, session_id: str) -> None:
         """Close the session's operation."""
         self._connection.execute(
-            sa.delete(_operations).where(_operations.c.session_id == session_id)
+            sa.delete(CheckpointOperationRow).where(CheckpointOperationRow.session_id == session_id)
         )

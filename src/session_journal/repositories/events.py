@@ -11,36 +11,40 @@ from .. import driver
 from ..config import StoreOptions
 from ..errors import SessionNotFound, StorageError
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
+from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
 from ..validation import EncodedJson, check_json_body, require_id, require_int
-from ._tables import contexts as _contexts
-from ._tables import events as _events
-from ._tables import sequences as _sequences
-from ._tables import sessions as _sessions
 
 API_EVENTS = "api_events"
 
 # Statements of the hot paths, built once: building a statement and its cache key on every call
 # costs more than executing it.
 _TAKE_SEQS = (
-    sa.update(_sequences)
-    .where(_sequences.c.name == API_EVENTS)
-    .values(last_seq=_sequences.c.last_seq + sa.bindparam("count", type_=sa.BigInteger))
-    .returning(_sequences.c.last_seq)
+    sa.update(EventSequenceRow)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .values(
+        {
+            EventSequenceRow.last_seq: EventSequenceRow.last_seq
+            + sa.bindparam("count", type_=sa.BigInteger)
+        }
+    )
+    .returning(EventSequenceRow.last_seq)
 )
-_INSERT_EVENT = sa.insert(_events)
+_INSERT_EVENT = sa.insert(ApiEventRow)
 # PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
-_INSERT_EVENT_PG = sa.insert(_events).values(
-    seq=sa.bindparam("seq", type_=sa.BigInteger),
-    session_id=sa.bindparam("session_id", type_=sa.Text),
-    recorded_at_ms=sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
-    body=sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
+_INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
+    {
+        ApiEventRow.seq: sa.bindparam("seq", type_=sa.BigInteger),
+        ApiEventRow.session_id: sa.bindparam("session_id", type_=sa.Text),
+        ApiEventRow.recorded_at_ms: sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
+        ApiEventRow.body: sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
+    }
 )
 # PostgreSQL: FOR KEY SHARE keeps the session from being deleted before the event is inserted
 # at commit (on SQLite the write lock does). It is the weakest lock that does, the one the
 # foreign key check takes anyway; unlike FOR SHARE it blocks no update of non-key columns.
 _SESSION_EXISTS = (
-    sa.select(_sessions.c.session_id)
-    .where(_sessions.c.session_id == sa.bindparam("session_id"))
+    sa.select(SessionRow.session_id)
+    .where(SessionRow.session_id == sa.bindparam("session_id"))
     .with_for_update(read=True, key_share=True)
 )
 # PostgreSQL: the seq and the insert of one event in one statement (one round trip). The
@@ -49,16 +53,16 @@ _SESSION_EXISTS = (
 # subquery in that statement then finds nothing (seen under load, also with the check in a CTE),
 # so the event would be silently refused.
 _taken = (
-    sa.update(_sequences)
-    .where(_sequences.c.name == API_EVENTS)
-    .values(last_seq=_sequences.c.last_seq + 1)
-    .returning(_sequences.c.last_seq)
+    sa.update(EventSequenceRow)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .values({EventSequenceRow.last_seq: EventSequenceRow.last_seq + 1})
+    .returning(EventSequenceRow.last_seq)
     .cte("taken")
 )
 _APPEND_ONE = (
-    sa.insert(_events)
+    sa.insert(ApiEventRow)
     .from_select(
-        ["seq", "session_id", "recorded_at_ms", "body"],
+        [ApiEventRow.seq, ApiEventRow.session_id, ApiEventRow.recorded_at_ms, ApiEventRow.body],
         sa.select(
             _taken.c.last_seq,
             sa.bindparam("session_id", type_=sa.Text),
@@ -68,7 +72,7 @@ _APPEND_ONE = (
     )
     .add_cte(_taken, nest_here=True)
 )
-_LATEST_SEQ = sa.select(_sequences.c.last_seq).where(_sequences.c.name == API_EVENTS)
+_LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
 _by_seq = itemgetter(0)
 _NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
 
@@ -79,13 +83,13 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Com
     # workspace filter must let both backends walk the log in seq order and stop when the page is
     # full, rather than read every event of the workspace's sessions and sort them on each page.
     query = sa.select(
-        _events.c.seq, _events.c.session_id, _events.c.recorded_at_ms, _events.c.body
-    ).where(_events.c.seq > sa.bindparam("after_seq"))
+        ApiEventRow.seq, ApiEventRow.session_id, ApiEventRow.recorded_at_ms, ApiEventRow.body
+    ).where(ApiEventRow.seq > sa.bindparam("after_seq"))
     if by_session:
-        query = query.where(_events.c.session_id == sa.bindparam("session_id"))
+        query = query.where(ApiEventRow.session_id == sa.bindparam("session_id"))
     if by_workspace:
-        members = sa.select(_contexts.c.session_id).where(
-            _contexts.c.workspace_id == sa.bindparam("workspace_id")
+        members = sa.select(SessionContextRow.session_id).where(
+            SessionContextRow.workspace_id == sa.bindparam("workspace_id")
         )
         if sqlite and not by_session:
             # SQLite: `+session_id` (SQLite's documented way to keep a term off an index) makes
@@ -93,13 +97,13 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Com
             query = query.where(sa.literal_column("+api_events.session_id").in_(members))
         else:
             # PostgreSQL plans the correlated EXISTS as a nested loop in seq order.
-            correlated = members.where(_contexts.c.session_id == _events.c.session_id)
+            correlated = members.where(SessionContextRow.session_id == ApiEventRow.session_id)
             query = query.where(correlated.exists())
-    page = query.order_by(_events.c.seq).limit(sa.bindparam("limit")).subquery("page")
+    page = query.order_by(ApiEventRow.seq).limit(sa.bindparam("limit")).subquery("page")
     # The frontier rides along as one more row (its session_id is NULL), so that the page and
     # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
-    frontier = sa.select(_sequences.c.last_seq, sa.null(), sa.null(), sa.null()).where(
-        _sequences.c.name == API_EVENTS
+    frontier = sa.select(EventSequenceRow.last_seq, sa.null(), sa.null(), sa.null()).where(
+        EventSequenceRow.name == API_EVENTS
     )
     return sa.union_all(sa.select(page), frontier)
 

@@ -7,10 +7,10 @@ from dataclasses import asdict
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..journal.search import IndexRow, SearchHit, SearchTerm
-from ._tables import project_events as _rows
+from ..models import ProjectEventRow
+from ._dialect import dialect_insert
 
 
 class ProjectEventRepository:
@@ -24,15 +24,16 @@ class ProjectEventRepository:
         if not rows:
             return
         values = [asdict(row) for row in rows]
-        insert = (
-            postgresql.insert if self._connection.dialect.name == "postgresql" else sqlite.insert
+        statement = dialect_insert(self._connection, ProjectEventRow).on_conflict_do_nothing(
+            index_elements=[ProjectEventRow.session_id, ProjectEventRow.seq]
         )
-        statement = insert(_rows).on_conflict_do_nothing(index_elements=["session_id", "seq"])
         self._connection.execute(statement, values)
 
     def delete_session(self, session_id: str) -> None:
         """Forget a session's indexed events."""
-        self._connection.execute(sa.delete(_rows).where(_rows.c.session_id == session_id))
+        self._connection.execute(
+            sa.delete(ProjectEventRow).where(ProjectEventRow.session_id == session_id)
+        )
 
     def search(
         self, terms: list[SearchTerm], session_id: str | None, limit: int

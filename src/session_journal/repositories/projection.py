@@ -7,10 +7,9 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import TypeAdapter
 
+from ..models import MaterializedSessionRow, TranscriptItemRow
 from ..relay.state import ProjectionState, TranscriptBody, TranscriptItem
-from ._tables import materialized as _materialized
-from ._tables import transcript as _transcript
-from ._tables import upsert as _upsert
+from ._dialect import upsert
 
 
 class StoredProjection(NamedTuple):
@@ -31,10 +30,10 @@ class ProjectionRepository:
         """The stored frontier and state, or `None` before the first relay event."""
         row = self._connection.execute(
             sa.select(
-                _materialized.c.applied_event_ordinal,
-                _materialized.c.applied_event_digest,
-                _materialized.c.state,
-            ).where(_materialized.c.session_id == session_id)
+                MaterializedSessionRow.applied_event_ordinal,
+                MaterializedSessionRow.applied_event_digest,
+                MaterializedSessionRow.state,
+            ).where(MaterializedSessionRow.session_id == session_id)
         ).one_or_none()
         if row is None:
             return None
@@ -43,14 +42,14 @@ class ProjectionRepository:
 
     def put(self, session_id: str, stored: StoredProjection) -> None:
         """Replace the frontier and state."""
-        _upsert(
+        upsert(
             self._connection,
-            _materialized,
+            MaterializedSessionRow,
             {
-                "session_id": session_id,
-                "applied_event_ordinal": stored.ordinal,
-                "applied_event_digest": stored.digest,
-                "state": stored.state.model_dump_json(),
+                MaterializedSessionRow.session_id: session_id,
+                MaterializedSessionRow.applied_event_ordinal: stored.ordinal,
+                MaterializedSessionRow.applied_event_digest: stored.digest,
+                MaterializedSessionRow.state: stored.state.model_dump_json(),
             },
         )
 
@@ -66,14 +65,16 @@ class ProjectionRepository:
                 }
                 for item in items
             ]
-            self._connection.execute(sa.insert(_transcript), rows)
+            self._connection.execute(sa.insert(TranscriptItemRow), rows)
 
     def transcript(self, session_id: str) -> list[TranscriptItem]:
         """The whole transcript, by position."""
         rows = self._connection.execute(
-            sa.select(_transcript.c.position, _transcript.c.stable_id, _transcript.c.body)
-            .where(_transcript.c.session_id == session_id)
-            .order_by(_transcript.c.position)
+            sa.select(
+                TranscriptItemRow.position, TranscriptItemRow.stable_id, TranscriptItemRow.body
+            )
+            .where(TranscriptItemRow.session_id == session_id)
+            .order_by(TranscriptItemRow.position)
         )
         return [
             TranscriptItem(stable_id=stable_id, position=position, body=_BODY.validate_json(body))

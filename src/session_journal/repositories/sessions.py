@@ -7,18 +7,19 @@ from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from ..config import StoreOptions
 from ..events import ApiActivityState
+from ..models import (
+    ActivityRow,
+    CheckpointOperationRow,
+    SessionCheckpointRow,
+    SessionContextRow,
+    SessionRow,
+)
 from ..records import CheckpointMetadata, SessionRecord, SessionState
 from ..validation import EncodedJson, check_json_body, require_id
-from ._tables import activity as _activity
-from ._tables import checkpoints as _checkpoints
-from ._tables import contexts as _contexts
-from ._tables import operations as _operations
-from ._tables import sessions as _sessions
-from ._tables import upsert as _upsert
+from ._dialect import ColumnValues, dialect_insert, upsert
 
 _CHUNK = 5_000
 
@@ -41,45 +42,45 @@ class SessionRepository:
 
     _select = (
         sa.select(
-            _sessions.c.session_id,
-            _sessions.c.project_id,
-            _contexts.c.workspace_id,
-            _sessions.c.state,
-            _sessions.c.native_session_id,
-            _sessions.c.last_error,
-            _sessions.c.last_checkpoint_error,
-            _checkpoints.c.archive_path,
-            _checkpoints.c.sha256,
-            _checkpoints.c.created_at,
-            _checkpoints.c.event_frontier,
+            SessionRow.session_id,
+            SessionRow.project_id,
+            SessionContextRow.workspace_id,
+            SessionRow.state,
+            SessionRow.native_session_id,
+            SessionRow.last_error,
+            SessionRow.last_checkpoint_error,
+            SessionCheckpointRow.archive_path,
+            SessionCheckpointRow.sha256,
+            SessionCheckpointRow.created_at,
+            SessionCheckpointRow.event_frontier,
         )
-        .select_from(_sessions)
-        .outerjoin(_contexts, _contexts.c.session_id == _sessions.c.session_id)
-        .outerjoin(_checkpoints, _checkpoints.c.session_id == _sessions.c.session_id)
+        .select_from(SessionRow)
+        .outerjoin(SessionContextRow, SessionContextRow.session_id == SessionRow.session_id)
+        .outerjoin(SessionCheckpointRow, SessionCheckpointRow.session_id == SessionRow.session_id)
     )
 
     def get(self, session_id: str) -> SessionRecord | None:
         """The session, or `None`."""
         row = self._connection.execute(
-            self._select.where(_sessions.c.session_id == session_id)
+            self._select.where(SessionRow.session_id == session_id)
         ).one_or_none()
         return None if row is None else _record(row)
 
     def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
         """Sessions matching both optional filters, by id."""
-        query = self._select.order_by(_sessions.c.session_id)
+        query = self._select.order_by(SessionRow.session_id)
         if workspace_id is not None:
-            query = query.where(_contexts.c.workspace_id == workspace_id)
+            query = query.where(SessionContextRow.workspace_id == workspace_id)
         if project_id is not None:
-            query = query.where(_sessions.c.project_id == project_id)
+            query = query.where(SessionRow.project_id == project_id)
         return [_record(row) for row in self._connection.execute(query)]
 
     def lock(self, session_id: str) -> StoredLifecycle | None:
         """The stored state and `last_error`, or `None`; the row stays locked (PostgreSQL) until
         the transaction ends, so concurrent writers decide on committed state."""
         row = self._connection.execute(
-            sa.select(_sessions.c.state, _sessions.c.last_error)
-            .where(_sessions.c.session_id == session_id)
+            sa.select(SessionRow.state, SessionRow.last_error)
+            .where(SessionRow.session_id == session_id)
             .with_for_update()
         ).one_or_none()
         return None if row is None else StoredLifecycle(SessionState(row.state), row.last_error)
@@ -95,9 +96,9 @@ class SessionRepository:
         existing: set[str] = set()
         for start in range(0, len(ordered), _CHUNK):
             query = (
-                sa.select(_sessions.c.session_id)
-                .where(_sessions.c.session_id.in_(ordered[start : start + _CHUNK]))
-                .order_by(_sessions.c.session_id)
+                sa.select(SessionRow.session_id)
+                .where(SessionRow.session_id.in_(ordered[start : start + _CHUNK]))
+                .order_by(SessionRow.session_id)
                 .with_for_update()
             )
             existing.update(self._connection.execute(query).scalars())
@@ -106,24 +107,29 @@ class SessionRepository:
     def insert_if_absent(self, record: SessionRecord) -> bool:
         """Insert the session row unless it exists; whether it was inserted. A concurrent
         insert of the same id waits for this one, then finds the row (PostgreSQL)."""
-        values = _session_row(record)
-        dialect = postgresql if self._connection.dialect.name == "postgresql" else sqlite
         statement = (
-            dialect.insert(_sessions)
-            .values(values)
+            dialect_insert(self._connection, SessionRow)
+            .values(_session_row(record))
             .on_conflict_do_nothing()
-            .returning(_sessions.c.session_id)
+            .returning(SessionRow.session_id)
         )
         return self._connection.execute(statement).first() is not None
 
     def upsert(self, record: SessionRecord) -> None:
         """Insert or update the session, its context and its checkpoint metadata in place."""
-        values = _session_row(record)
-        _upsert(self._connection, _sessions, values, {"updated_at": sa.func.current_timestamp()})
-        _upsert(
+        upsert(
             self._connection,
-            _contexts,
-            {"session_id": record.id, "workspace_id": record.workspace_id},
+            SessionRow,
+            _session_row(record),
+            {SessionRow.updated_at: sa.func.current_timestamp()},
+        )
+        upsert(
+            self._connection,
+            SessionContextRow,
+            {
+                SessionContextRow.session_id: record.id,
+                SessionContextRow.workspace_id: record.workspace_id,
+            },
         )
         self.replace_checkpoint(record.id, record.checkpoint)
 
@@ -131,11 +137,19 @@ class SessionRepository:
         """Store the checkpoint metadata; `None` removes it."""
         if checkpoint is None:
             self._connection.execute(
-                sa.delete(_checkpoints).where(_checkpoints.c.session_id == session_id)
+                sa.delete(SessionCheckpointRow).where(SessionCheckpointRow.session_id == session_id)
             )
             return
-        _upsert(
-            self._connection, _checkpoints, checkpoint.model_dump() | {"session_id": session_id}
+        upsert(
+            self._connection,
+            SessionCheckpointRow,
+            {
+                SessionCheckpointRow.archive_path: checkpoint.archive_path,
+                SessionCheckpointRow.sha256: checkpoint.sha256,
+                SessionCheckpointRow.created_at: checkpoint.created_at,
+                SessionCheckpointRow.event_frontier: checkpoint.event_frontier,
+                SessionCheckpointRow.session_id: session_id,
+            },
         )
 
     def lock_interrupted_checkpoints(self) -> builtins.list[str]:
@@ -148,14 +162,14 @@ class SessionRepository:
         rows we now hold, sees their committed state and keeps only those still interrupted.
         """
         candidates = (
-            sa.select(_sessions.c.session_id)
+            sa.select(SessionRow.session_id)
             .where(
                 sa.or_(
-                    _sessions.c.state == SessionState.CHECKPOINTING.value,
-                    _sessions.c.session_id.in_(sa.select(_operations.c.session_id)),
+                    SessionRow.state == SessionState.CHECKPOINTING.value,
+                    SessionRow.session_id.in_(sa.select(CheckpointOperationRow.session_id)),
                 )
             )
-            .order_by(_sessions.c.session_id)
+            .order_by(SessionRow.session_id)
             .with_for_update()
         )
         locked = builtins.list(self._connection.execute(candidates).scalars())
@@ -164,11 +178,11 @@ class SessionRepository:
         still_interrupted: set[str] = set()
         for start in range(0, len(locked), _CHUNK):
             chunk = locked[start : start + _CHUNK]
-            recheck = sa.select(_sessions.c.session_id).where(
-                _sessions.c.session_id.in_(chunk),
+            recheck = sa.select(SessionRow.session_id).where(
+                SessionRow.session_id.in_(chunk),
                 sa.or_(
-                    _sessions.c.state == SessionState.CHECKPOINTING.value,
-                    sa.exists().where(_operations.c.session_id == _sessions.c.session_id),
+                    SessionRow.state == SessionState.CHECKPOINTING.value,
+                    sa.exists().where(CheckpointOperationRow.session_id == SessionRow.session_id),
                 ),
             )
             still_interrupted.update(self._connection.execute(recheck).scalars())
@@ -178,55 +192,58 @@ class SessionRepository:
         """Back to `running` after an interrupted checkpoint, saying so in
         `last_checkpoint_error`; `last_error` and the checkpoint metadata stay."""
         self._connection.execute(
-            sa.update(_sessions)
-            .where(_sessions.c.session_id == session_id)
+            sa.update(SessionRow)
+            .where(SessionRow.session_id == session_id)
             .values(
-                state=SessionState.RUNNING.value,
-                last_checkpoint_error=last_checkpoint_error,
-                updated_at=sa.func.current_timestamp(),
+                {
+                    SessionRow.state: SessionState.RUNNING.value,
+                    SessionRow.last_checkpoint_error: last_checkpoint_error,
+                    SessionRow.updated_at: sa.func.current_timestamp(),
+                }
             )
         )
 
     def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
         """Store the runtime's own id for the session."""
         self._connection.execute(
-            sa.update(_sessions)
-            .where(_sessions.c.session_id == session_id)
-            .values(native_session_id=native_session_id)
+            sa.update(SessionRow)
+            .where(SessionRow.session_id == session_id)
+            .values({SessionRow.native_session_id: native_session_id})
         )
 
     def update_lifecycle(self, record: SessionRecord) -> None:
         """Update `state`, `last_error` and `last_checkpoint_error`."""
         self._connection.execute(
-            sa.update(_sessions)
-            .where(_sessions.c.session_id == record.id)
-            .values(_lifecycle(record) | {"updated_at": sa.func.current_timestamp()})
+            sa.update(SessionRow)
+            .where(SessionRow.session_id == record.id)
+            .values({**_lifecycle(record), SessionRow.updated_at: sa.func.current_timestamp()})
         )
 
     def delete(self, session_id: str) -> bool:
         """Delete the session and, by cascade, everything that belongs to it, including events
         appended in this transaction and not inserted yet."""
         result = self._connection.execute(
-            sa.delete(_sessions).where(_sessions.c.session_id == session_id)
+            sa.delete(SessionRow).where(SessionRow.session_id == session_id)
         )
         if self._on_delete is not None:
             self._on_delete(session_id)
         return result.rowcount > 0
 
 
-def _session_row(record: SessionRecord) -> dict[str, Any]:
-    return _lifecycle(record) | {
-        "session_id": record.id,
-        "project_id": record.project_id,
-        "native_session_id": record.native_session_id,
+def _session_row(record: SessionRecord) -> ColumnValues:
+    return {
+        **_lifecycle(record),
+        SessionRow.session_id: record.id,
+        SessionRow.project_id: record.project_id,
+        SessionRow.native_session_id: record.native_session_id,
     }
 
 
-def _lifecycle(record: SessionRecord) -> dict[str, Any]:
+def _lifecycle(record: SessionRecord) -> ColumnValues:
     return {
-        "state": record.state.value,
-        "last_error": record.last_error,
-        "last_checkpoint_error": record.last_checkpoint_error,
+        SessionRow.state: record.state.value,
+        SessionRow.last_error: record.last_error,
+        SessionRow.last_checkpoint_error: record.last_checkpoint_error,
     }
 
 
@@ -264,7 +281,7 @@ class ActivityRepository:
     def get(self, session_id: str) -> str | None:
         """The stored snapshot's JSON text, or `None`."""
         return self._connection.execute(
-            sa.select(_activity.c.body).where(_activity.c.session_id == session_id)
+            sa.select(ActivityRow.body).where(ActivityRow.session_id == session_id)
         ).scalar_one_or_none()
 
     def put(self, session_id: str, body: str) -> None:
@@ -275,4 +292,8 @@ class ActivityRepository:
             require_id(session_id, "session_id")
             validate = ApiActivityState.model_validate_json
             check_json_body(body, validate, "an activity state", self._max_body_bytes)
-        _upsert(self._connection, _activity, {"session_id": session_id, "body": body})
+        upsert(
+            self._connection,
+            ActivityRow,
+            {ActivityRow.session_id: session_id, ActivityRow.body: body},
+        )

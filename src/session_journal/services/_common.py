@@ -1,20 +1,14 @@
-"""Helpers shared by services: the fault transition and the clock."""
+"""Helpers shared by services: the fault transition and the session lock."""
 
 from __future__ import annotations
 
-import time
-
+from ..clock import now_ms
 from ..errors import SessionNotFound
 from ..events import OutcomeReason, SessionFault
 from ..records import SessionRecord
 from ..repositories import StoredLifecycle
 from ..unit_of_work import UnitOfWork
 from ..validation import encode_json
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch, the `recorded_at_ms` of controller events."""
-    return time.time_ns() // 1_000_000
 
 
 def record_fault_transition(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from ..clock import now_ms
 from ..database import Database
 from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..events import (
@@ -19,7 +20,7 @@ from ..records import CheckpointOperation, SessionRecord, SessionState, revalida
 from ..repositories import StoredLifecycle
 from ..unit_of_work import UnitOfWork
 from ..validation import check_text, encode_json, require_id
-from ._common import lock_session, now_ms, record_fault_transition
+from ._common import lock_session, record_fault_transition
 
 BUSY_STATES = (SessionState.CHECKPOINTING, SessionState.CLOSING, SessionState.DESTROYING)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from ..clock import now_ms
 from ..database import Database
 from ..errors import InvalidRecord
 from ..events import OutcomeReason, SessionFault
 from ..unit_of_work import UnitOfWork
 from ..validation import encode_json, require_id
-from ._common import now_ms
 
 
 class FaultService:
