@@ -18,7 +18,17 @@ DATABASE_MODULES = ("sqlalchemy", "psycopg", "alembic")
 SOURCE = Path(session_journal.__file__).parent
 
 # The top-level modules without database I/O (the rest of the top level is the database layer).
-PURE_TOP_LEVEL = ["errors", "config", "validation", "records", "events", "elicitation"]
+PURE_TOP_LEVEL = [
+    "errors",
+    "config",
+    "validation",
+    "records",
+    "events",
+    "elicitation",
+    "clock",
+    "json_text",
+    "content_blocks",
+]
 
 
 def pure_modules() -> list[str]:
