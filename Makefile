@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql]'
 	touch $(STAMP)
 
 .PHONY: help install run test reliability lint bench clean
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 help: ## list the commands
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-install: $(STAMP) ## create .venv and install the package with its test and lint tools
+install: $(STAMP) ## create .venv and install the package (with psycopg) and its test and lint tools
 
 run: $(STAMP) ## migrate the default SQLite database, run the demo, print the event feed
 	$(BIN)/session-journal db upgrade
@@ -39,7 +39,7 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/mypy --strict src
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, on SQLite and PostgreSQL

@@ -1,7 +1,7 @@
 """session-journal against the `eventsourcing` library's recorders, on the same workloads.
 
-Needs the benchmark extra: `pip install -e '.[bench]'` (`make bench` installs it). Rows, per
-backend, in one run, alternating turns as `bench.py` does:
+Needs the benchmark extra: `pip install -e '.[postgresql,bench]'` (`make bench` installs it). Rows,
+per backend, in one run, alternating turns as `bench.py` does:
 
 1. single append: `store.faults.record_startup_fault` (one durable transaction per event,
    300-byte bodies, 50 sessions) against `ApplicationRecorder.insert_events([stored_event])`
@@ -172,7 +172,7 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = bench_arguments(__doc__, argv)
     if DomainEvent is None:
-        print("eventsourcing is not installed (pip install -e '.[bench]'): skipped")
+        print("eventsourcing is not installed (pip install -e '.[postgresql,bench]'): skipped")
         return 0
     scale = Scale(appends=1_000, min_seconds=0.3) if args.quick else Scale(appends=4_000)
     log_events = 5_000 if args.quick else 50_000

@@ -1,4 +1,5 @@
-"""Engines: SQLite pragmas and transaction control, PostgreSQL isolation, driver-error translation.
+"""Engines: SQLite pragmas and transaction control, PostgreSQL isolation, driver-error translation
+into the `StorageError` tree (`storage_error_type`: which failures are worth a retry).
 
 SQLite: pysqlite's own transaction handling is switched off (it would not emit `BEGIN` before DDL
 and would start transactions late). Write transactions belong to the write path
@@ -15,18 +16,27 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Engine
 
+from . import driver
 from .config import StoreOptions
-from .errors import InvalidRecord, SessionJournalError, StorageError
+from .errors import (
+    IntegrityViolation,
+    InvalidRecord,
+    PermanentStorageError,
+    SessionJournalError,
+    StorageError,
+    TransientStorageError,
+)
+
+POSTGRESQL_EXTRA = "session-journal[postgresql]"
+"""What to install for PostgreSQL: the package with psycopg (an optional extra)."""
 
 
 def create_engine(
@@ -49,7 +59,15 @@ def create_engine(
         # committed, and the pool is renewed. Writes are serialised per process, so a writer
         # needs few connections.
         pool = {"pool_size": 2, "max_overflow": 2} if role == "writer" else {}
-        return sa.create_engine(parsed, isolation_level=isolation, **pool)
+        try:
+            return sa.create_engine(parsed, isolation_level=isolation, **pool)
+        except ImportError as error:  # SQLAlchemy imports the driver here
+            if parsed.get_driver_name() != "psycopg":
+                raise
+            raise SessionJournalError(
+                f"PostgreSQL needs psycopg, which cannot be imported ({error}): "
+                f"install {POSTGRESQL_EXTRA}"
+            ) from error
     raise InvalidRecord(
         f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql+psycopg://"
     )
@@ -61,29 +79,24 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
     foreign_keys = "OFF" if role == "migrator" else "ON"
-    begin = "BEGIN" if role == "reader" else "BEGIN IMMEDIATE"
+    pragmas = (
+        "PRAGMA journal_mode=WAL",
+        # Set outside a transaction, where it takes effect (it is a no-op inside one).
+        f"PRAGMA foreign_keys={foreign_keys}",
+        f"PRAGMA busy_timeout={int(options.busy_timeout_s * 1000)}",
+        f"PRAGMA synchronous={synchronous}",
+    )
 
     @event.listens_for(engine, "connect")
-    def _configure(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # Must be set outside a transaction, where it takes effect (it is a no-op inside one).
-        cursor.execute(f"PRAGMA foreign_keys={foreign_keys}")
-        cursor.execute(f"PRAGMA busy_timeout={int(options.busy_timeout_s * 1000)}")
-        cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.close()
+    def _configure(dbapi_connection: Any, _record: Any) -> None:
+        driver.configure_sqlite(dbapi_connection, pragmas)
 
-    if role != "writer":  # the write path begins its own (`driver.begin_write`)
-
-        @event.listens_for(engine, "begin")
-        def _begin(connection: sa.Connection) -> None:
-            # pysqlite's own transaction handling is off: SQLAlchemy's begin must say BEGIN.
-            driver = connection.connection.driver_connection
-            assert isinstance(driver, sqlite3.Connection)
-            if not driver.in_transaction:
-                driver.execute(begin)
-
+    # pysqlite's own transaction handling is off: SQLAlchemy's begin must say BEGIN. The write
+    # path begins the writer's transactions itself (`driver.begin_write`).
+    if role == "reader":
+        event.listen(engine, "begin", driver.begin_read)
+    elif role == "migrator":
+        event.listen(engine, "begin", driver.begin_write)
     return engine
 
 
@@ -128,22 +141,87 @@ def translate_errors(action: str) -> Iterator[None]:
         yield
     except SessionJournalError:
         raise
-    except (exc.SQLAlchemyError, sqlite3.Error, psycopg.Error) as error:
+    except Exception as error:
+        if not is_database_error(error):
+            raise
         # Driver errors arrive bare from statements sent straight to the driver (BEGIN on
         # SQLite, the page fetch): "database is locked" after the busy timeout, for one.
         raise storage_error(action, error) from error
 
 
-def storage_error(action: str, error: BaseException) -> StorageError:
-    """The `StorageError` that reports `error` as the failure of `action`, chained to it."""
-    failure = StorageError(f"{action} failed: {error_detail(error)}")
+def storage_error(action: str, error: BaseException, *, shared: bool = False) -> StorageError:
+    """The `StorageError` (of the subclass `storage_error_type` gives) that reports `error` as
+    the failure of `action`, chained to it. `shared`: the failure ended the work of several
+    callers at once (a batch of the write path); a constraint violation is then no one caller's
+    own, and each of them gets a plain `StorageError`."""
+    kind = storage_error_type(error)
+    if shared and issubclass(kind, IntegrityViolation):
+        kind = StorageError
+    failure = kind(f"{action} failed: {error_detail(error)}")
     failure.__cause__ = error
     return failure
 
 
+# What a database failure means to its caller, in one place: worth a retry (transient), not
+# (permanent), or a constraint that the caller's own statements broke. Keyed by what the database
+# said (`driver.error_code`): SQLite's primary result codes (sqlite.org/rescode.html), PostgreSQL's
+# SQLSTATEs, a code or else its two-character class (the errcodes appendix of its manual).
+# Anything else (an I/O error, say, which may or may not recur) stays a plain `StorageError`.
+_STORAGE_ERRORS: dict[str, type[StorageError]] = {
+    "SQLITE_BUSY": TransientStorageError,  # locked by another connection past the busy timeout
+    "SQLITE_LOCKED": TransientStorageError,  # a table locked by a connection of this process
+    "SQLITE_PROTOCOL": TransientStorageError,  # a lost race for a WAL lock
+    "SQLITE_CONSTRAINT": IntegrityViolation,
+    "SQLITE_ERROR": PermanentStorageError,  # no such table or column: a damaged schema
+    "SQLITE_CORRUPT": PermanentStorageError,  # a damaged database file
+    "SQLITE_NOTADB": PermanentStorageError,  # the file is no database
+    "SQLITE_FULL": PermanentStorageError,  # the disk is full
+    "SQLITE_READONLY": PermanentStorageError,  # a read-only database
+    "SQLITE_CANTOPEN": PermanentStorageError,  # the file cannot be opened (no such directory)
+    "08": TransientStorageError,  # connection exception: refused, lost (`driver.error_code`)
+    "40": TransientStorageError,  # transaction rollback: a deadlock, a serialization failure
+    "55P03": TransientStorageError,  # lock_not_available: locked past `lock_timeout`
+    "57P01": TransientStorageError,  # admin_shutdown: the server is shutting down
+    "57P02": TransientStorageError,  # crash_shutdown
+    "57P03": TransientStorageError,  # cannot_connect_now: the server is starting up
+    "53300": TransientStorageError,  # too_many_connections
+    "23": IntegrityViolation,  # integrity constraint violation
+    "42": PermanentStorageError,  # undefined table or column (a damaged schema), privileges
+    "22": PermanentStorageError,  # data exception: a value the column cannot hold
+    "25006": PermanentStorageError,  # read_only_sql_transaction: a read-only database
+    "53100": PermanentStorageError,  # disk_full
+    "XX001": PermanentStorageError,  # data_corrupted
+    "XX002": PermanentStorageError,  # index_corrupted
+}
+
+_CONFLICTS = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+
+
+def storage_error_type(error: BaseException) -> type[StorageError]:
+    """The `StorageError` subclass that reports the database error `error` (see the table
+    above); SQLAlchemy's own verdicts count too: a connection it found lost, a pool that had
+    no connection to give within its timeout, are transient."""
+    code = driver.error_code(error)
+    if code is not None:
+        kind = _STORAGE_ERRORS.get(code) or _STORAGE_ERRORS.get(code[:2])
+        if kind is not None:
+            return kind
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return TransientStorageError
+    if isinstance(error, exc.TimeoutError):
+        return TransientStorageError
+    return StorageError
+
+
+def is_conflict(error: BaseException) -> bool:
+    """Whether the database rolled back the statement of `error` to end a deadlock or a
+    serialization conflict (PostgreSQL's 40P01, 40001): run again, it is expected to pass."""
+    return driver.error_code(error) in _CONFLICTS
+
+
 def is_database_error(error: BaseException) -> bool:
     """Whether `error` comes from SQLAlchemy or a driver (what `translate_errors` translates)."""
-    return isinstance(error, exc.SQLAlchemyError | sqlite3.Error | psycopg.Error)
+    return isinstance(error, exc.SQLAlchemyError) or driver.is_driver_error(error)
 
 
 def error_detail(error: BaseException) -> str:

@@ -8,17 +8,23 @@ statements (`make bench` measures both). The statements are still built with SQL
 and compiled by the connection's dialect (`run`), so the SQL stays in one dialect-aware place;
 only execution and transaction control skip SQLAlchemy's layers. SQLAlchemy's own view of the
 connection stays right: its autobegun transaction, if any, ends with the same driver call.
+
+The rest of the package knows no driver: the SQLite connection setup, the transaction control
+and which driver error means what (`error_code`) are here too. psycopg is an optional extra
+(`session-journal[postgresql]`) and is never imported here: SQLAlchemy imports it when it makes
+a PostgreSQL engine (`_psycopg`), so a SQLite-only process runs without it.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -80,6 +86,35 @@ def _compiled(
     return compiled.string, positions, dict(compiled.construct_params(_check=False))
 
 
+def _psycopg() -> ModuleType | None:
+    """psycopg if it is loaded (SQLAlchemy imports it when it makes a PostgreSQL engine), else
+    `None`: while it is not loaded, no connection and no error can be psycopg's."""
+    return sys.modules.get("psycopg")
+
+
+# --- SQLite connections ----------------------------------------------------------------------
+
+
+def configure_sqlite(dbapi_connection: sqlite3.Connection, pragmas: Sequence[str]) -> None:
+    """Set up a new SQLite connection: pysqlite's own transaction handling off (it would not
+    emit `BEGIN` before DDL and would start transactions late: transactions begin with
+    `begin_read` and `begin_write`), then `pragmas`, run outside any transaction."""
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    for pragma in pragmas:
+        cursor.execute(pragma)
+    cursor.close()
+
+
+def begin_read(connection: sa.Connection) -> None:
+    """SQLAlchemy's begin on a SQLite connection of a reader: a plain `BEGIN` unless one is
+    open (pysqlite's own transaction handling is off, so SQLAlchemy's begin must say it); the
+    snapshot starts at the first read. PostgreSQL begins by itself."""
+    driver = connection.connection.driver_connection
+    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
+        driver.execute("BEGIN")
+
+
 # --- Write transactions (the write path's) ---------------------------------------------------
 
 
@@ -138,8 +173,10 @@ def check_transaction(connection: sa.Connection) -> None:
     """Without a round trip: raise if the transaction is aborted (on PostgreSQL, by a database
     error that the code running in it caught and went on from)."""
     driver = connection.connection.driver_connection
+    psycopg = _psycopg()
     if (
-        isinstance(driver, psycopg.Connection)
+        psycopg is not None
+        and isinstance(driver, psycopg.Connection)
         and driver.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
     ):
         raise psycopg.errors.InFailedSqlTransaction(
@@ -163,7 +200,8 @@ def without_transaction(connection: sa.Connection) -> Iterator[None]:
     connection is in autocommit for the block (no BEGIN and COMMIT round trips); pysqlite, with
     its own transaction handling off, runs a lone statement in autocommit already."""
     driver = connection.connection.driver_connection
-    if not isinstance(driver, psycopg.Connection):
+    psycopg = _psycopg()
+    if psycopg is None or not isinstance(driver, psycopg.Connection):
         yield
         return
     driver.autocommit = True
@@ -174,3 +212,39 @@ def without_transaction(connection: sa.Connection) -> Iterator[None]:
             driver.autocommit = False
         except psycopg.Error:  # the connection died: the pool must not keep it
             connection.invalidate()
+
+
+# --- Driver errors ---------------------------------------------------------------------------
+
+
+def is_driver_error(error: BaseException) -> bool:
+    """Whether `error` is an error of a DBAPI driver (sqlite3's or psycopg's), raised bare by a
+    statement sent straight to the driver."""
+    psycopg = _psycopg()
+    return isinstance(error, sqlite3.Error) or (
+        psycopg is not None and isinstance(error, psycopg.Error)
+    )
+
+
+CONNECTION_FAILURE = "08006"
+"""The SQLSTATE `error_code` gives psycopg's own connection failures, which carry none."""
+
+
+def error_code(error: BaseException) -> str | None:
+    """What the database said of the driver error behind `error` (`error` itself, or the one
+    SQLAlchemy wrapped), as a code: SQLite's primary result code ("SQLITE_BUSY", also for an
+    extended code such as SQLITE_BUSY_SNAPSHOT), PostgreSQL's SQLSTATE ("40P01"). psycopg's own
+    connection failures (refused, lost, closed: an `OperationalError` the server sent no
+    SQLSTATE for) are `CONNECTION_FAILURE`. `None` for anything else."""
+    if isinstance(error, sa.exc.DBAPIError) and error.orig is not None:
+        error = error.orig
+    if isinstance(error, sqlite3.Error):
+        name = getattr(error, "sqlite_errorname", None)  # only errors SQLite itself reported
+        # The primary codes' names are one word; an extended code's adds `_WHAT` to its primary.
+        return "_".join(name.split("_")[:2]) if isinstance(name, str) else None
+    psycopg = _psycopg()
+    if psycopg is None or not isinstance(error, psycopg.Error):
+        return None
+    if error.sqlstate:
+        return str(error.sqlstate)
+    return CONNECTION_FAILURE if isinstance(error, psycopg.OperationalError) else None

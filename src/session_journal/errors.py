@@ -41,7 +41,29 @@ class ChainBroken(SessionJournalError):
 
 class StorageError(SessionJournalError):
     """The database failed (unreachable, locked too long, disk full); the driver error is
-    chained."""
+    chained. Raised as one of its subclasses when the failure is known to be worth a retry
+    (`TransientStorageError`) or not (`PermanentStorageError`); a plain `StorageError` is a
+    failure of neither kind for certain."""
+
+
+class TransientStorageError(StorageError):
+    """A failure that a later attempt of the same call may not meet: the database was locked
+    past the busy timeout, the connection was lost or refused, the transaction lost a deadlock
+    or a serialization conflict, the server is shutting down, or the write queue stayed full.
+    Nothing of the call was committed; retry it."""
+
+
+class PermanentStorageError(StorageError):
+    """A failure that the same call meets again until someone changes the database or the
+    call: a damaged schema (a table or column missing), a damaged database file, a full disk,
+    a read-only database, a value the column cannot hold. Nothing of the call was committed; do
+    not retry it as it is."""
+
+
+class IntegrityViolation(PermanentStorageError):
+    """The caller's own statements broke a constraint of the schema (a foreign key, a unique
+    key, a check), in a `unit_of_work()` block or a function run on the write path. Nothing of
+    the call was committed; the same statements break it again."""
 
 
 class StoreClosed(SessionJournalError):

@@ -17,12 +17,14 @@ The rules a caller can rely on:
   the batch commits. Its outcome (a refusal, a `False`) is released after the commit too: it may
   have been computed against earlier members' work, which must be durable first;
 - if the commit itself fails, every call of the batch raises `StorageError` and nothing of
-  theirs is committed; the connection is discarded and the next batch starts on a new one;
+  theirs is committed; the connection is discarded and the next batch starts on a new one.
+  The error's subclass says whether to retry, but for a constraint violation found then in a
+  batch of several calls: it is no one call's own, so each gets a plain `StorageError`;
 - seqs are taken once per batch, just before the commit (`EventRepository.flush`), so the
   `event_sequences` row lock is held only from there to the end of the commit, and seqs stay
   gap-free in commit order;
 - the queue is FIFO and batches are bounded (calls and events), so no caller starves; a full
-  queue makes a caller wait up to the busy timeout, then raise a `StorageError` saying so.
+  queue makes a caller wait up to the busy timeout, then raise a `TransientStorageError`.
 
 The transaction is begun and ended on the driver, through the one seam below SQLAlchemy
 (`driver.begin_write`, `driver.commit`, `driver.rollback`): SQLite's `BEGIN IMMEDIATE` takes the
@@ -37,14 +39,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from . import driver
 from .config import StoreOptions
-from .db import is_database_error, storage_error, translate_errors
-from .errors import SessionJournalError, StorageError, StoreClosed
+from .db import is_conflict, is_database_error, storage_error, translate_errors
+from .errors import SessionJournalError, StorageError, StoreClosed, TransientStorageError
 from .unit_of_work import UnitOfWork
 
 T = TypeVar("T")
@@ -242,7 +243,7 @@ class WritePath:
             else:
                 room = True
             if not room:
-                raise StorageError(
+                raise TransientStorageError(
                     f"{call.action}: the write queue stayed full ({MAX_QUEUED_CALLS} calls) "
                     f"for the busy timeout ({self._options.busy_timeout_s:g} s); retry later"
                 )
@@ -345,8 +346,9 @@ class WritePath:
             if not committed:
                 if connection is not None:
                     _discard_connection(connection)
+                shared = len(batch) > 1  # a violation found now is no one call's own
                 for call in batch:
-                    call.settle(storage_error(call.action, error), failed=True)
+                    call.settle(storage_error(call.action, error, shared=shared), failed=True)
             if not isinstance(error, Exception):
                 raise
         finally:
@@ -469,8 +471,8 @@ def _is_deadlock(error: BaseException) -> bool:
     call locks in one order, but a batch holds the locks of all its calls); the victim's
     savepoint is rolled back, which frees its locks, so the other batch commits. The victim is
     queued again for the next batch instead of failing its caller: it did nothing wrong."""
-    cause = getattr(error.__cause__, "orig", error.__cause__)
-    return isinstance(cause, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
+    cause = error.__cause__
+    return cause is not None and is_conflict(cause)
 
 
 def _translated(call: _Call[Any], error: Exception) -> Exception:

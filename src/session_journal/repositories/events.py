@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from .. import driver
 from ..config import StoreOptions
-from ..errors import SessionNotFound, StorageError
+from ..errors import PermanentStorageError, SessionNotFound
 from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
 from ..validation import EncodedJson, check_json_body, require_id, require_int
@@ -231,7 +231,7 @@ class EventRepository:
         """The frontier: the largest seq ever assigned (deletions never lower it)."""
         row = driver.run(self._connection, _LATEST_SEQ, {}).fetchone()
         if row is None:
-            raise StorageError(_NO_FRONTIER)
+            raise PermanentStorageError(_NO_FRONTIER)
         return int(row[0])
 
     def page(
@@ -268,7 +268,7 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
     else:
         found = [row for row in rows if row[1] is None]
         if not found:
-            raise StorageError(_NO_FRONTIER)
+            raise PermanentStorageError(_NO_FRONTIER)
         frontier = found[0]
         rows.remove(frontier)
     rows.sort(key=_by_seq)
