@@ -7,18 +7,10 @@ from typing import Annotated, NamedTuple
 
 from pydantic import ValidationError
 
+from ..arguments import Given, Int64, listed, pair, validate_arguments
 from ..events import ActivityChanged, ApiActivityState
 from ..unit_of_work import Transactions, WriteContext
-from ..validation import (
-    EncodedJson,
-    Given,
-    Id,
-    Int64,
-    encode_json,
-    listed,
-    pair,
-    validate_arguments,
-)
+from ..validation import EncodedJson, Id, encode_json
 
 
 class ActivityUpdate(NamedTuple):
@@ -28,12 +20,9 @@ class ActivityUpdate(NamedTuple):
     state: Given[ApiActivityState]
 
 
-_Updates = Annotated[
-    Iterable[tuple[str, ApiActivityState]],
-    listed(
-        Annotated[ActivityUpdate, pair("(session_id, state) pair")], "(session_id, state) pairs"
-    ),
-]
+_AS_UPDATES = listed(
+    Annotated[ActivityUpdate, pair("(session_id, state) pair")], "(session_id, state) pairs"
+)
 
 
 class ActivityService:
@@ -45,7 +34,7 @@ class ActivityService:
     @validate_arguments()
     def record(
         self,
-        activities: _Updates,
+        activities: Annotated[Iterable[tuple[str, ApiActivityState]], _AS_UPDATES],
         recorded_at_ms: Int64,
     ) -> int:
         """Record a batch of snapshots in one transaction; returns the events appended.
@@ -55,7 +44,6 @@ class ActivityService:
         canonical JSON: sorted keys, no whitespace) is skipped; otherwise `ActivityChanged` is
         appended and the snapshot replaced.
         """
-        at = recorded_at_ms
         max_bytes = self._transactions.options.max_body_bytes
         batch = []
         for index, (session_id, state) in enumerate(activities):
@@ -74,7 +62,7 @@ class ActivityService:
                 stored = uow.activity.get(session_id)
                 if stored is not None and _canonical(stored) == canonical:
                     continue
-                uow.events.append_encoded(session_id, at, event)
+                uow.events.append_encoded(session_id, recorded_at_ms, event)
                 uow.activity.put(session_id, canonical)
                 appended += 1
             uow.commit()

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator
 
+from ..arguments import Given, validate_arguments
 from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..events import (
     CommandEnded,
@@ -20,7 +21,7 @@ from ..events import (
 from ..records import CheckpointOperation, SessionRecord, SessionState
 from ..repositories import StoredLifecycle
 from ..unit_of_work import Transactions, WriteContext
-from ..validation import Given, Id, check_text, encode_json, validate_arguments
+from ..validation import Id, check_text, encode_json
 from ._common import lock_session, now_ms, record_fault_transition
 
 BUSY_STATES = (SessionState.CHECKPOINTING, SessionState.CLOSING, SessionState.DESTROYING)

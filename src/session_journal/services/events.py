@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..arguments import Given, Int64, validate_arguments
 from ..events import ApiEventFilter, ApiEventPage
 from ..unit_of_work import Transactions
-from ..validation import Given, Int64, validate_arguments
 
 MAX_PAGE = 1000
 

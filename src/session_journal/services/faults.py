@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ..arguments import validate_arguments
 from ..events import OutcomeReason, SessionFault
 from ..unit_of_work import Transactions, WriteContext
-from ..validation import Id, encode_json, validate_arguments
+from ..validation import Id, encode_json
 from ._common import now_ms
 
 

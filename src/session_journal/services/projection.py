@@ -5,23 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
+from ..arguments import Given, sequence_of, validate_arguments
 from ..errors import ChainBroken, InvalidRecord
 from ..relay.events import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
 from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
 from ..repositories import StoredProjection
 from ..unit_of_work import Transactions, WriteContext
-from ..validation import (
-    Given,
-    Id,
-    check_json_depth,
-    encode_json,
-    sequence_of,
-    validate_arguments,
-)
+from ..validation import Id, check_json_depth, encode_json
 from ._common import lock_session
-
-_RelayEvents = Annotated[Sequence[Given[RelayEvent]], sequence_of("RelayEvent")]
 
 
 class ProjectionService:
@@ -31,7 +23,11 @@ class ProjectionService:
         self._transactions = transactions
 
     @validate_arguments()
-    def apply(self, session_id: Id, events: _RelayEvents) -> int:
+    def apply(
+        self,
+        session_id: Id,
+        events: Annotated[Sequence[Given[RelayEvent]], sequence_of("RelayEvent")],
+    ) -> int:
         """Apply relay events in order, in one transaction; returns how many were new.
 
         An event at or below the applied frontier is skipped (at the frontier its digest must be

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import builtins
 
+from ..arguments import Given, validate_arguments
 from ..records import SessionRecord
 from ..unit_of_work import Transactions, WriteContext
-from ..validation import Given, Id, validate_arguments
+from ..validation import Id
 from ._common import lock_session, record_fault_transition
 
 
