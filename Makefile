@@ -36,7 +36,7 @@ reliability: $(STAMP) ## longer reliability loops (kill -9, races, hostile input
 lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff check src tests benchmarks alembic
 	$(BIN)/ruff format --check src tests benchmarks alembic
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests/fakes.py tests/unit/test_service_*.py
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,bench]'

@@ -10,7 +10,7 @@ class ContentBlock(BaseModel):
     """An ACP content block: `{"type": "text", "text": ...}`; other block types are kept as
     opaque JSON (their fields are preserved as extras)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", revalidate_instances="always")
 
     type: str
 

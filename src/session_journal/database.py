@@ -14,7 +14,7 @@ from . import driver
 from .config import StoreOptions
 from .db import create_engine, translate_errors
 from .errors import StoreClosed
-from .unit_of_work import UnitOfWork
+from .unit_of_work import ReadUnitOfWork, UnitOfWork
 from .write_path import WritePath
 
 T = TypeVar("T")
@@ -22,6 +22,7 @@ T = TypeVar("T")
 
 class Database:
     """The engines of one store: reads on a pool of their own, writes through the write path.
+    It is the services' `unit_of_work.Transactions`.
 
     Reads run in `reading()` and never wait for writes. Writes are `submit`ted functions of a
     unit of work, or `writing()` blocks; the write path (`write_path.WritePath`) owns their
@@ -80,17 +81,17 @@ class Database:
             yield connection
 
     @contextmanager
-    def reading(self, action: str = "read") -> Iterator[UnitOfWork]:
+    def reading(self, action: str = "read") -> Iterator[ReadUnitOfWork]:
         """A read-only snapshot: every query in the block sees the same committed state."""
         with (
             translate_errors(action),
             self._reader_connection(action) as connection,
             connection.begin(),
         ):
-            yield UnitOfWork(connection, self.options)
+            yield ReadUnitOfWork(connection, self.options)
 
     @contextmanager
-    def reading_one_statement(self, action: str = "read") -> Iterator[UnitOfWork]:
+    def reading_one_statement(self, action: str = "read") -> Iterator[ReadUnitOfWork]:
         """For a read made of one statement, which sees one snapshot by itself: no transaction
         is opened around it (on PostgreSQL the connection is in autocommit for the block, which
         saves the BEGIN and COMMIT round trips). Use `reading()` for anything more."""
@@ -99,7 +100,7 @@ class Database:
             self._reader_connection(action) as connection,
             driver.without_transaction(connection),
         ):
-            yield UnitOfWork(connection, self.options)
+            yield ReadUnitOfWork(connection, self.options)
 
     def dispose(self) -> None:
         """Close the write path (queued calls fail with `StoreClosed`, one in progress is waited

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import InvalidRecord
 from .validation import describe
@@ -70,6 +70,8 @@ ElicitationResponse = Annotated[Accept | Decline | Cancel, Field(discriminator="
 
 class ElicitationRequest(BaseModel):
     """A form question: a message and a flat JSON object schema describing the answer."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     id: str
     session_id: str

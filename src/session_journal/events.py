@@ -86,6 +86,8 @@ class ApiActivityKind(StrEnum):
 class ApiActivityDetails(BaseModel):
     """Timestamps and label of the current activity."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     kind: ApiActivityKind
     turn_started_at_ms: int | None = None
     step_started_at_ms: int | None = None
@@ -97,6 +99,8 @@ class ApiActivityDetails(BaseModel):
 
 class ApiActivityState(BaseModel):
     """The latest activity snapshot of a session."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     state: str
     details: ApiActivityDetails | None
@@ -238,6 +242,8 @@ ApiEventData = Annotated[
 
 class ApiEventFilter(BaseModel):
     """Which events a page holds: both fields optional, combined with AND."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     session_id: Id | None = None
     workspace_id: Id | None = None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from .errors import InvalidRecord
-from .validation import Id, Text, describe
+from .validation import Id, Text
 
 
 class SessionState(StrEnum):
@@ -39,7 +38,9 @@ def _check_rfc3339(value: str) -> str:
 class CheckpointMetadata(BaseModel):
     """Where a session's last checkpoint archive is and which events it covers."""
 
-    model_config = ConfigDict(validate_assignment=True)
+    # Records are mutable and `model_construct` skips validation: a service validates the
+    # instance it receives again, nested ones included (see `validation.Given`).
+    model_config = ConfigDict(validate_assignment=True, revalidate_instances="always")
 
     archive_path: Text
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -50,7 +51,7 @@ class CheckpointMetadata(BaseModel):
 class SessionRecord(BaseModel):
     """One agent session: identity, lifecycle state, last errors, last checkpoint."""
 
-    model_config = ConfigDict(validate_assignment=True)
+    model_config = ConfigDict(validate_assignment=True, revalidate_instances="always")
 
     id: Id
     project_id: Id
@@ -60,27 +61,6 @@ class SessionRecord(BaseModel):
     last_error: Text | None = None
     last_checkpoint_error: Text | None = None
     checkpoint: CheckpointMetadata | None = None
-
-
-Model = TypeVar("Model", bound=BaseModel)
-
-
-def revalidate(value: Any, model: type[Model], what: str) -> Model:
-    """Validate a service argument again, as `InvalidRecord`.
-
-    Records are mutable and `model_construct` skips validation, so services never trust that a
-    record they receive is still valid.
-    """
-    if not isinstance(value, model):
-        raise InvalidRecord(f"{what} must be a {model.__name__}, got {type(value).__name__}")
-    try:
-        # A dump then a validation: validating an instance would return it unchecked. The dump
-        # may meet values that model_construct let in; validation reports them, not the dump.
-        return model.model_validate(value.model_dump(warnings=False))
-    except ValidationError as error:
-        ident = getattr(value, "id", None)
-        named = f"{what} {ident!r}" if isinstance(ident, str) else what
-        raise InvalidRecord(f"{named}: {describe(error)}") from None
 
 
 class CheckpointOperation(BaseModel):

@@ -1,13 +1,29 @@
-"""The unit of work: one transaction with the repositories bound to it."""
+"""What a service works in: a read context, a write context (the unit of work), and the
+`Transactions` that hand them out.
+
+The services see only the protocols here (as cosmicpython's services see an abstract unit of
+work): the repositories' methods they call, a `WriteContext` whose `commit()` keeps the work of a
+function the write path runs, a `ReadContext` without `commit()`, and `Transactions`, which a
+store's `Database` is and an in-memory fake can be (`tests/fakes.py`), so that the service rules
+have unit tests without a database. `UnitOfWork` and `ReadUnitOfWork` are the SQL
+implementations; mypy checks that they, and their repositories, satisfy the protocols (a
+`Database` is passed to the services as `Transactions`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import builtins
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
+from typing import Protocol, TypeVar
 
 import sqlalchemy as sa
 
 from .config import StoreOptions
 from .errors import SessionJournalError
+from .events import ApiEvent, ApiEventFilter
+from .records import CheckpointMetadata, CheckpointOperation, SessionRecord
+from .relay.state import TranscriptItem
 from .repositories import (
     ActivityRepository,
     CheckpointRepository,
@@ -15,12 +31,259 @@ from .repositories import (
     ProjectEventRepository,
     ProjectionRepository,
     SessionRepository,
+    StoredLifecycle,
+    StoredProjection,
 )
+
+T = TypeVar("T")
+
+# --- The repositories as the services use them ------------------------------------------------
+
+
+class SessionReads(Protocol):
+    """Reading sessions."""
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        """The session, or `None`."""
+        ...
+
+    def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
+        """Sessions matching both optional filters, by id."""
+        ...
+
+
+class SessionWrites(SessionReads, Protocol):
+    """Sessions in a write transaction: rows are locked before they are decided on."""
+
+    def lock(self, session_id: str) -> StoredLifecycle | None:
+        """The stored state and `last_error`, the row locked; `None` if absent."""
+        ...
+
+    def lock_existing(self, session_ids: Collection[str]) -> set[str]:
+        """Which of the sessions exist, their rows locked in id order."""
+        ...
+
+    def insert_if_absent(self, record: SessionRecord) -> bool:
+        """Insert the session row unless it exists; whether it was inserted."""
+        ...
+
+    def upsert(self, record: SessionRecord) -> None:
+        """Insert or update the session, its context and checkpoint metadata in place."""
+        ...
+
+    def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
+        """Store the checkpoint metadata; `None` removes it."""
+        ...
+
+    def lock_interrupted_checkpoints(self) -> builtins.list[str]:
+        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id."""
+        ...
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        """Back to `running` after an interrupted checkpoint, saying so."""
+        ...
+
+    def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
+        """Store the runtime's own id for the session."""
+        ...
+
+    def update_lifecycle(self, record: SessionRecord) -> None:
+        """Update `state`, `last_error` and `last_checkpoint_error`."""
+        ...
+
+    def delete(self, session_id: str) -> bool:
+        """Delete the session and everything that belongs to it; whether it existed."""
+        ...
+
+
+class EventReads(Protocol):
+    """Reading the ordered log."""
+
+    def latest_seq(self) -> int:
+        """The frontier: the largest seq ever assigned."""
+        ...
+
+    def page(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, list[ApiEvent]]:
+        """The frontier and the matching events after `after_seq`, ascending, at most `limit`."""
+        ...
+
+
+class EventWrites(EventReads, Protocol):
+    """Appending to the ordered log (seqs are assigned at commit)."""
+
+    def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        """Queue one event whose body the services encoded (`validation.encode_json`)."""
+        ...
+
+    def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
+        """Queue one event if its session exists; whether it did."""
+        ...
+
+
+class ActivityReads(Protocol):
+    """Reading activity snapshots."""
+
+    def get(self, session_id: str) -> str | None:
+        """The stored snapshot's JSON text, or `None`."""
+        ...
+
+
+class ActivityWrites(ActivityReads, Protocol):
+    """Replacing activity snapshots."""
+
+    def put(self, session_id: str, body: str) -> None:
+        """Insert or replace the snapshot."""
+        ...
+
+
+class CheckpointReads(Protocol):
+    """Reading checkpoint operations."""
+
+    def get(self, session_id: str) -> CheckpointOperation | None:
+        """The session's open operation, or `None`."""
+        ...
+
+
+class CheckpointWrites(CheckpointReads, Protocol):
+    """Opening, correlating and closing checkpoint operations."""
+
+    def lock(self, session_id: str) -> CheckpointOperation | None:
+        """Like `get`, the row locked until the transaction ends."""
+        ...
+
+    def insert(self, session_id: str, command_id: str) -> None:
+        """Open an operation owned by `command_id`."""
+        ...
+
+    def set_related(self, session_id: str, related_command_ids: list[str]) -> None:
+        """Replace the operation's related command ids."""
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Close the session's operation."""
+        ...
+
+
+class ProjectionReads(Protocol):
+    """Reading materialized sessions."""
+
+    def get(self, session_id: str) -> StoredProjection | None:
+        """The stored relay frontier and state, or `None`."""
+        ...
+
+    def transcript(self, session_id: str) -> list[TranscriptItem]:
+        """The session's transcript, in order."""
+        ...
+
+
+class ProjectionWrites(ProjectionReads, Protocol):
+    """Advancing materialized sessions."""
+
+    def put(self, session_id: str, stored: StoredProjection) -> None:
+        """Replace the frontier and state."""
+        ...
+
+    def add_items(self, session_id: str, items: list[TranscriptItem]) -> None:
+        """Append transcript items."""
+        ...
+
+
+# --- The contexts ----------------------------------------------------------------------------
+
+
+class ReadContext(Protocol):
+    """A read: the read repositories, and no `commit()`."""
+
+    @property
+    def sessions(self) -> SessionReads:
+        """Sessions."""
+        ...
+
+    @property
+    def events(self) -> EventReads:
+        """The ordered log."""
+        ...
+
+    @property
+    def activity(self) -> ActivityReads:
+        """Activity snapshots."""
+        ...
+
+    @property
+    def checkpoints(self) -> CheckpointReads:
+        """Checkpoint operations."""
+        ...
+
+    @property
+    def projection(self) -> ProjectionReads:
+        """Materialized sessions."""
+        ...
+
+
+class WriteContext(Protocol):
+    """A function's share of a write transaction: the repositories, and `commit()` to keep its
+    work (leaving without it undoes the work)."""
+
+    @property
+    def sessions(self) -> SessionWrites:
+        """Sessions."""
+        ...
+
+    @property
+    def events(self) -> EventWrites:
+        """The ordered log."""
+        ...
+
+    @property
+    def activity(self) -> ActivityWrites:
+        """Activity snapshots."""
+        ...
+
+    @property
+    def checkpoints(self) -> CheckpointWrites:
+        """Checkpoint operations."""
+        ...
+
+    @property
+    def projection(self) -> ProjectionWrites:
+        """Materialized sessions."""
+        ...
+
+    def commit(self) -> None:
+        """Keep this function's work: it commits with the write path's transaction."""
+        ...
+
+
+class Transactions(Protocol):
+    """What a service needs of a store: the write path and reads. `Database` is one."""
+
+    @property
+    def options(self) -> StoreOptions:
+        """The store's options (the services read `max_body_bytes`)."""
+        ...
+
+    def submit(self, fn: Callable[[WriteContext], T], action: str = "write") -> T:
+        """Run `fn` on the write path; its result once its work is committed (or its error).
+        `action` names the call in errors."""
+        ...
+
+    def reading(self, action: str = "read") -> AbstractContextManager[ReadContext]:
+        """A read whose queries all see one committed state."""
+        ...
+
+    def reading_one_statement(self, action: str = "read") -> AbstractContextManager[ReadContext]:
+        """A read made of one statement (no transaction around it)."""
+        ...
+
+
+# --- The SQL implementations -------------------------------------------------------------------
 
 
 class UnitOfWork:
-    """One database transaction with repositories bound to it. It is the write path's (or a
-    read's): `commit()` asks the write path to commit; leaving a write without it rolls back."""
+    """One database transaction with repositories bound to it. It is the write path's:
+    `commit()` asks the write path to commit; leaving a write without it rolls back."""
 
     def __init__(
         self,
@@ -43,5 +306,21 @@ class UnitOfWork:
         In `store.unit_of_work()` it commits now; in a function the write path runs
         (`submit`), the function's work commits with its batch, before the call returns."""
         if self._committer is None:
-            raise SessionJournalError("commit(): this unit of work is a read")
+            raise SessionJournalError("commit(): this unit of work has no write transaction")
         self._committer(self)
+
+
+class ReadUnitOfWork:
+    """A read on a reader connection (`Database.reading`): the repositories typed by what a
+    read may do, and no `commit()`, so that committing a read is a type error."""
+
+    def __init__(self, connection: sa.Connection, options: StoreOptions | None = None) -> None:
+        options = options or StoreOptions()
+        self.connection = connection
+        self.sessions: SessionReads = SessionRepository(connection)
+        self.events: EventReads = EventRepository(connection, options.max_body_bytes)
+        self.activity: ActivityReads = ActivityRepository(connection, options.max_body_bytes)
+        self.checkpoints: CheckpointReads = CheckpointRepository(connection)
+        self.projection: ProjectionReads = ProjectionRepository(connection)
+        # The project index's searches (`store.index`), typed by their own module.
+        self.project_events = ProjectEventRepository(connection)

@@ -61,7 +61,8 @@ def describe(error: ValidationError) -> str:
 
 
 def require_id(value: Any, what: str) -> str:
-    """Validate an id argument of a public call (`InvalidRecord` naming `what`)."""
+    """Validate an id given to a repository of the public unit of work (`InvalidRecord` naming
+    `what`). Service arguments are checked by `arguments.validate_arguments`."""
     if not isinstance(value, str):
         raise InvalidRecord(f"{what} must be a string, got {type(value).__name__}")
     try:
@@ -76,7 +77,7 @@ def optional_id(value: Any, what: str) -> str | None:
 
 
 def require_int(value: Any, what: str, *, minimum: int = 0) -> int:
-    """An integer argument in `minimum..I64_MAX` (bools are refused)."""
+    """An integer given to a repository in `minimum..I64_MAX` (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRecord(f"{what} must be an integer, got {type(value).__name__}")
     if not minimum <= value <= I64_MAX:

@@ -6,7 +6,7 @@ import hashlib
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..content_blocks import ContentBlock
 from ..elicitation import ElicitationRequest
@@ -28,12 +28,16 @@ class RelayCommandKind(StrEnum):
 class PromptCommand(BaseModel):
     """A prompt for the agent: starts a turn."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     kind: Literal["prompt"] = "prompt"
     prompt: list[ContentBlock]
 
 
 class ControlCommand(BaseModel):
     """A control command (checkpoint barrier, cancel): never starts or ends a turn."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     kind: Literal["begin_checkpoint", "complete_checkpoint", "cancel"]
 
@@ -45,6 +49,8 @@ RelayCommand = Annotated[PromptCommand | ControlCommand, Field(discriminator="ki
 class PromptOutcome(BaseModel):
     """How a prompt ended, as the agent reported it."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     kind: Literal["prompt"] = "prompt"
     stop_reason: str
     usage: dict[str, Any] | None = None
@@ -53,6 +59,8 @@ class PromptOutcome(BaseModel):
 
 class AckOutcome(BaseModel):
     """A control command was carried out."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     kind: Literal["ack"] = "ack"
 
@@ -64,6 +72,8 @@ RelayCommandOutcome = Annotated[PromptOutcome | AckOutcome, Field(discriminator=
 class CommandQueued(BaseModel):
     """The relay accepted a command; its ordinal is the command's accepted ordinal."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     type: Literal["command_queued"] = "command_queued"
     command_id: str
     command: RelayCommand
@@ -73,6 +83,8 @@ class CommandQueued(BaseModel):
 class CommandStarted(BaseModel):
     """The relay started a command."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     type: Literal["command_started"] = "command_started"
     command_id: str
     started_at_ms: int
@@ -80,6 +92,8 @@ class CommandStarted(BaseModel):
 
 class CommandCompleted(BaseModel):
     """A command finished with an outcome."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     type: Literal["command_completed"] = "command_completed"
     command_id: str
@@ -89,6 +103,8 @@ class CommandCompleted(BaseModel):
 
 
 class _CommandRefusal(BaseModel):
+    model_config = ConfigDict(revalidate_instances="always")
+
     # The fields a refused and an interrupted command share (`type` first in the JSON form).
     type: str
     command_id: str
@@ -112,12 +128,16 @@ class CommandInterrupted(_CommandRefusal):
 class ElicitationRequested(BaseModel):
     """The agent asks the user a question."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     type: Literal["elicitation_requested"] = "elicitation_requested"
     request: ElicitationRequest
 
 
 class ElicitationResolved(BaseModel):
     """The question was answered, declined or cancelled; `reply` is the transcript text."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     type: Literal["elicitation_resolved"] = "elicitation_resolved"
     elicitation_id: str
@@ -128,6 +148,8 @@ class ElicitationResolved(BaseModel):
 class AgentMessage(BaseModel):
     """Text from the agent."""
 
+    model_config = ConfigDict(revalidate_instances="always")
+
     type: Literal["agent_message"] = "agent_message"
     message_id: str
     text: str
@@ -135,6 +157,8 @@ class AgentMessage(BaseModel):
 
 class RuntimeFault(BaseModel):
     """The session's runtime failed (`session_fault` is the earlier system's tag for it)."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     type: Literal["runtime_fault", "session_fault"] = "runtime_fault"
     reason: OutcomeReason
@@ -159,6 +183,8 @@ RelayObservation = Annotated[
 class RelayEvent(BaseModel):
     """One link of a session's relay chain. `digest` and `previous_digest` may be any string
     here; `store.projection.apply` checks them."""
+
+    model_config = ConfigDict(revalidate_instances="always")
 
     format: int = RELAY_EVENT_FORMAT
     ordinal: Annotated[int, Field(ge=1)]

@@ -7,12 +7,12 @@ from ..errors import SessionNotFound
 from ..events import OutcomeReason, SessionFault
 from ..records import SessionRecord
 from ..repositories import StoredLifecycle
-from ..unit_of_work import UnitOfWork
+from ..unit_of_work import WriteContext
 from ..validation import encode_json
 
 
 def record_fault_transition(
-    uow: UnitOfWork, record: SessionRecord, previous_error: str | None, max_bytes: int
+    uow: WriteContext, record: SessionRecord, previous_error: str | None, max_bytes: int
 ) -> None:
     """Append `SessionFault(lifecycle_failed)` when the record carries a new `last_error`.
 
@@ -25,7 +25,7 @@ def record_fault_transition(
     uow.events.append_encoded(record.id, now_ms(), encode_json(fault, "session fault", max_bytes))
 
 
-def lock_session(uow: UnitOfWork, session_id: str) -> StoredLifecycle:
+def lock_session(uow: WriteContext, session_id: str) -> StoredLifecycle:
     """The session's stored lifecycle, its row locked until commit; `SessionNotFound` if the
     session does not exist. Every writer locks the session row first (one lock order)."""
     stored = uow.sessions.lock(session_id)

@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Annotated, NamedTuple
 
 from pydantic import ValidationError
 
-from ..database import Database
-from ..errors import InvalidRecord
+from ..arguments import Given, Int64, listed, pair, validate_arguments
 from ..events import ActivityChanged, ApiActivityState
-from ..records import revalidate
-from ..unit_of_work import UnitOfWork
-from ..validation import EncodedJson, encode_json, require_id, require_int
+from ..unit_of_work import Transactions, WriteContext
+from ..validation import EncodedJson, Id, encode_json
+
+
+class ActivityUpdate(NamedTuple):
+    """One item of `store.activity.record`: a `(session_id, state)` pair."""
+
+    session_id: Id
+    state: Given[ApiActivityState]
+
+
+_AS_UPDATES = listed(
+    Annotated[ActivityUpdate, pair("(session_id, state) pair")], "(session_id, state) pairs"
+)
 
 
 class ActivityService:
     """`store.activity`."""
 
-    def __init__(self, database: Database) -> None:
-        self._database = database
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
 
+    @validate_arguments()
     def record(
-        self, activities: Iterable[tuple[str, ApiActivityState]], recorded_at_ms: int
+        self,
+        activities: Annotated[Iterable[tuple[str, ApiActivityState]], _AS_UPDATES],
+        recorded_at_ms: Int64,
     ) -> int:
         """Record a batch of snapshots in one transaction; returns the events appended.
 
@@ -30,20 +44,16 @@ class ActivityService:
         canonical JSON: sorted keys, no whitespace) is skipped; otherwise `ActivityChanged` is
         appended and the snapshot replaced.
         """
-        at = require_int(recorded_at_ms, "recorded_at_ms")
-        max_bytes = self._database.options.max_body_bytes
+        max_bytes = self._transactions.options.max_body_bytes
         batch = []
-        for index, item in enumerate(_items(activities)):
-            session_id, state = item
-            what = f"activities[{index}]"
-            session_id = require_id(session_id, f"{what} session_id")
-            state = revalidate(state, ApiActivityState, f"{what} state")
-            event = encode_json(ActivityChanged(activity=state), f"{what} state", max_bytes)
+        for index, (session_id, state) in enumerate(activities):
+            what = f"activities[{index}] state"
+            event = encode_json(ActivityChanged(activity=state), what, max_bytes)
             batch.append((session_id, EncodedJson(state.canonical_json()), event))
         if not batch:
             return 0
 
-        def work(uow: UnitOfWork) -> int:
+        def work(uow: WriteContext) -> int:
             appended = 0
             existing = uow.sessions.lock_existing([session_id for session_id, _, _ in batch])
             for session_id, canonical, event in batch:
@@ -52,18 +62,18 @@ class ActivityService:
                 stored = uow.activity.get(session_id)
                 if stored is not None and _canonical(stored) == canonical:
                     continue
-                uow.events.append_encoded(session_id, at, event)
+                uow.events.append_encoded(session_id, recorded_at_ms, event)
                 uow.activity.put(session_id, canonical)
                 appended += 1
             uow.commit()
             return appended
 
-        return self._database.submit(work, "record activity")
+        return self._transactions.submit(work, "record activity")
 
-    def get(self, session_id: str) -> ApiActivityState | None:
+    @validate_arguments()
+    def get(self, session_id: Id) -> ApiActivityState | None:
         """The latest snapshot, or `None` (no snapshot, or one this code cannot decode)."""
-        session_id = require_id(session_id, "session_id")
-        with self._database.reading(f"get activity of {session_id!r}") as uow:
+        with self._transactions.reading(f"get activity of {session_id!r}") as uow:
             stored = uow.activity.get(session_id)
         if stored is None:
             return None
@@ -71,19 +81,6 @@ class ActivityService:
             return ApiActivityState.model_validate_json(stored)
         except ValidationError:
             return None
-
-
-def _items(
-    activities: Iterable[tuple[str, ApiActivityState]],
-) -> list[tuple[str, ApiActivityState]]:
-    try:
-        items = list(activities)
-    except TypeError:
-        raise InvalidRecord("activities must be an iterable of (session_id, state) pairs") from None
-    for index, item in enumerate(items):
-        if not isinstance(item, tuple) or len(item) != 2:
-            raise InvalidRecord(f"activities[{index}] must be a (session_id, state) pair")
-    return items
 
 
 def _canonical(stored: str) -> str:

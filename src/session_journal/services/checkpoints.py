@@ -5,9 +5,12 @@ as the session's new state and checkpoint metadata."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated, Any
 
+from pydantic import PlainValidator
+
+from ..arguments import Given, validate_arguments
 from ..clock import now_ms
-from ..database import Database
 from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..events import (
     CommandEnded,
@@ -16,37 +19,51 @@ from ..events import (
     CommandResultKind,
     OutcomeReason,
 )
-from ..records import CheckpointOperation, SessionRecord, SessionState, revalidate
+from ..records import CheckpointOperation, SessionRecord, SessionState
 from ..repositories import StoredLifecycle
-from ..unit_of_work import UnitOfWork
-from ..validation import check_text, encode_json, require_id
+from ..unit_of_work import Transactions, WriteContext
+from ..validation import Id, check_text, encode_json
 from ._common import lock_session, record_fault_transition
 
 BUSY_STATES = (SessionState.CHECKPOINTING, SessionState.CLOSING, SessionState.DESTROYING)
 
 
+def _timestamp(now: Any) -> str:
+    """The `now` of `recover_interrupted` as RFC 3339 text: a string as it is (storable text),
+    an aware datetime in UTC with `Z`."""
+    if isinstance(now, str):
+        return check_text(now)
+    if not isinstance(now, datetime):
+        raise ValueError(f"must be a datetime or a string, got {type(now).__name__}")
+    if now.tzinfo is None:
+        raise ValueError("must be timezone-aware (a naive datetime has no offset)")
+    return now.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_Timestamp = Annotated[datetime | str, PlainValidator(_timestamp)]
+
+
 class CheckpointService:
     """`store.checkpoints`."""
 
-    def __init__(self, database: Database) -> None:
-        self._database = database
-        self._max_bytes = database.options.max_body_bytes
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
+        self._max_bytes = transactions.options.max_body_bytes
 
-    def begin(self, record: SessionRecord, command_id: str) -> None:
+    @validate_arguments(record="session record")
+    def begin(self, record: Given[SessionRecord], command_id: Id) -> None:
         """Open the session's checkpoint operation, owned by `command_id`, and save the record's
         lifecycle fields; the record's state must be `checkpointing` (`InvalidRecord`
         otherwise). `LifecycleConflict` if the stored state is `checkpointing`, `closing` or
         `destroying`, or an operation is already open (the message names it);
         `SessionNotFound` if absent."""
-        record = revalidate(record, SessionRecord, "session record")
-        command_id = require_id(command_id, "command_id")
         if record.state is not SessionState.CHECKPOINTING:
             raise InvalidRecord(
                 f"session {record.id!r}: a checkpoint begins with the record in state "
                 f"checkpointing, got {record.state.value}"
             )
 
-        def work(uow: UnitOfWork) -> None:
+        def work(uow: WriteContext) -> None:
             stored = lock_session(uow, record.id)
             open_operation = uow.checkpoints.lock(record.id)
             if stored.state in BUSY_STATES or open_operation is not None:
@@ -63,16 +80,14 @@ class CheckpointService:
             self._save_lifecycle(uow, record, stored)
             uow.commit()
 
-        return self._database.submit(work, f"begin checkpoint of {record.id!r}")
+        return self._transactions.submit(work, f"begin checkpoint of {record.id!r}")
 
-    def correlate_barrier(self, session_id: str, operation_id: str, command_id: str) -> bool:
+    @validate_arguments()
+    def correlate_barrier(self, session_id: Id, operation_id: Id, command_id: Id) -> bool:
         """Record that barrier `command_id` was sent on behalf of operation `operation_id` (call
         it before submitting the barrier); whether that operation is the session's open one."""
-        session_id = require_id(session_id, "session_id")
-        operation_id = require_id(operation_id, "operation_id")
-        command_id = require_id(command_id, "command_id")
 
-        def work(uow: UnitOfWork) -> bool:
+        def work(uow: WriteContext) -> bool:
             uow.sessions.lock(session_id)  # the session row first, as every writer does
             operation = uow.checkpoints.lock(session_id)
             if operation is None or operation.command_id != operation_id:
@@ -84,21 +99,20 @@ class CheckpointService:
             uow.commit()
             return True
 
-        return self._database.submit(work, f"correlate barrier of {session_id!r}")
+        return self._transactions.submit(work, f"correlate barrier of {session_id!r}")
 
-    def save_requested(self, record: SessionRecord, command_id: str) -> None:
+    @validate_arguments(record="session record")
+    def save_requested(self, record: Given[SessionRecord], command_id: Id) -> None:
         """Finish the owner's checkpoint as `succeeded`: save the lifecycle fields, the
         `native_session_id` and the new checkpoint metadata, and append the terminal event, all
         in one transaction. `NotOperationOwner` if `command_id` does not own the open
         operation; `InvalidRecord` if the record has no checkpoint metadata."""
-        record = revalidate(record, SessionRecord, "session record")
-        command_id = require_id(command_id, "command_id")
         if record.checkpoint is None:
             raise InvalidRecord(
                 f"session {record.id!r}: successful checkpoint has no archive metadata"
             )
 
-        def work(uow: UnitOfWork) -> None:
+        def work(uow: WriteContext) -> None:
             stored = lock_session(uow, record.id)
             operation = uow.checkpoints.lock(record.id)
             if operation is None or operation.command_id != command_id:
@@ -111,27 +125,22 @@ class CheckpointService:
             self._finish(uow, operation, CommandResultKind.SUCCEEDED, None, None)
             uow.commit()
 
-        return self._database.submit(work, f"save checkpoint of {record.id!r}")
+        return self._transactions.submit(work, f"save checkpoint of {record.id!r}")
 
+    @validate_arguments(record="session record")
     def finish_failed(
-        self, record: SessionRecord, command_id: str, *, deferred: bool, message: str
+        self, record: Given[SessionRecord], command_id: Id, *, deferred: bool, message: str
     ) -> bool:
         """Finish the owner's checkpoint as `rejected`/`checkpoint_deferred` (`deferred`) or
         `failed`/`checkpoint_failed`, saving the lifecycle fields and keeping the stored
         checkpoint metadata. Not the owner, or already finished: `False`, nothing written."""
-        record = revalidate(record, SessionRecord, "session record")
-        command_id = require_id(command_id, "command_id")
-        if not isinstance(deferred, bool):
-            raise InvalidRecord(f"deferred must be a bool, got {type(deferred).__name__}")
-        if not isinstance(message, str):
-            raise InvalidRecord(f"message must be a string, got {type(message).__name__}")
         outcome, reason = (
             (CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED)
             if deferred
             else (CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED)
         )
 
-        def work(uow: UnitOfWork) -> bool:
+        def work(uow: WriteContext) -> bool:
             stored = uow.sessions.lock(record.id)
             operation = uow.checkpoints.lock(record.id)
             if stored is None or operation is None or operation.command_id != command_id:
@@ -141,17 +150,17 @@ class CheckpointService:
             uow.commit()
             return True
 
-        return self._database.submit(work, f"finish checkpoint of {record.id!r}")
+        return self._transactions.submit(work, f"finish checkpoint of {record.id!r}")
 
-    def recover_interrupted(self, now: datetime | str) -> int:
+    @validate_arguments()
+    def recover_interrupted(self, now: _Timestamp) -> int:
         """At controller start: every session in `checkpointing` or with an open operation goes
         back to `running` with `last_checkpoint_error` saying the checkpoint was interrupted at
         `now`, keeps its previous checkpoint metadata, and its operation finishes as `cancelled`
         (`controller_restarted`). Returns the sessions recovered; a second call returns 0."""
-        stamp = _timestamp(now)
-        note = f"checkpoint interrupted by controller restart at {stamp}"
+        note = f"checkpoint interrupted by controller restart at {now}"  # validated: a string
 
-        def work(uow: UnitOfWork) -> int:
+        def work(uow: WriteContext) -> int:
             session_ids = uow.sessions.lock_interrupted_checkpoints()
             for session_id in session_ids:
                 uow.sessions.mark_recovered(session_id, note)
@@ -167,23 +176,23 @@ class CheckpointService:
             uow.commit()
             return len(session_ids)
 
-        return self._database.submit(work, "recover interrupted checkpoints")
+        return self._transactions.submit(work, "recover interrupted checkpoints")
 
-    def get(self, session_id: str) -> CheckpointOperation | None:
+    @validate_arguments()
+    def get(self, session_id: Id) -> CheckpointOperation | None:
         """The session's open checkpoint operation, or `None`."""
-        session_id = require_id(session_id, "session_id")
-        with self._database.reading(f"get checkpoint of {session_id!r}") as uow:
+        with self._transactions.reading(f"get checkpoint of {session_id!r}") as uow:
             return uow.checkpoints.get(session_id)
 
     def _save_lifecycle(
-        self, uow: UnitOfWork, record: SessionRecord, stored: StoredLifecycle
+        self, uow: WriteContext, record: SessionRecord, stored: StoredLifecycle
     ) -> None:
         uow.sessions.update_lifecycle(record)
         record_fault_transition(uow, record, stored.last_error, self._max_bytes)
 
     def _finish(
         self,
-        uow: UnitOfWork,
+        uow: WriteContext,
         operation: CheckpointOperation,
         outcome: CommandResultKind,
         reason: OutcomeReason | None,
@@ -205,16 +214,3 @@ class CheckpointService:
         body = encode_json(ended, "checkpoint result", self._max_bytes)
         uow.events.append_encoded(operation.session_id, now_ms(), body)
         uow.checkpoints.delete(operation.session_id)
-
-
-def _timestamp(now: datetime | str) -> str:
-    if isinstance(now, str):
-        try:
-            return check_text(now)
-        except ValueError as error:
-            raise InvalidRecord(f"now: {error}") from None
-    if not isinstance(now, datetime):
-        raise InvalidRecord(f"now must be a datetime or a string, got {type(now).__name__}")
-    if now.tzinfo is None:
-        raise InvalidRecord("now must be timezone-aware (a naive datetime has no offset)")
-    return now.astimezone(UTC).isoformat().replace("+00:00", "Z")

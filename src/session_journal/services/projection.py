@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
-from ..database import Database
+from ..arguments import Given, sequence_of, validate_arguments
 from ..errors import ChainBroken, InvalidRecord
-from ..records import revalidate
 from ..relay.events import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
 from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
 from ..repositories import StoredProjection
-from ..unit_of_work import UnitOfWork
-from ..validation import check_json_depth, encode_json, require_id
+from ..unit_of_work import Transactions, WriteContext
+from ..validation import Id, check_json_depth, encode_json
 from ._common import lock_session
 
 
 class ProjectionService:
     """`store.projection`."""
 
-    def __init__(self, database: Database) -> None:
-        self._database = database
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
 
-    def apply(self, session_id: str, events: Sequence[RelayEvent]) -> int:
+    @validate_arguments()
+    def apply(
+        self,
+        session_id: Id,
+        events: Annotated[Sequence[Given[RelayEvent]], sequence_of("RelayEvent")],
+    ) -> int:
         """Apply relay events in order, in one transaction; returns how many were new.
 
         An event at or below the applied frontier is skipped (at the frontier its digest must be
@@ -30,11 +35,10 @@ class ProjectionService:
         carry its own correct digest; a gap, a wrong digest or another format is `ChainBroken`.
         Any error rolls the whole sequence back.
         """
-        session_id = require_id(session_id, "session_id")
         checked = _checked(events)
-        max_bytes = self._database.options.max_body_bytes
+        max_bytes = self._transactions.options.max_body_bytes
 
-        def work(uow: UnitOfWork) -> int:
+        def work(uow: WriteContext) -> int:
             lock_session(uow, session_id)
             stored = uow.projection.get(session_id) or StoredProjection(0, "", ProjectionState())
             ordinal, digest = stored.ordinal, stored.digest
@@ -69,13 +73,13 @@ class ProjectionService:
             uow.commit()
             return applied
 
-        return self._database.submit(work, f"apply relay events of {session_id!r}")
+        return self._transactions.submit(work, f"apply relay events of {session_id!r}")
 
-    def load(self, session_id: str) -> MaterializedSession | None:
+    @validate_arguments()
+    def load(self, session_id: Id) -> MaterializedSession | None:
         """The session's materialized state and transcript; `None` if the session does not
         exist; ordinal 0 before its first relay event."""
-        session_id = require_id(session_id, "session_id")
-        with self._database.reading(f"load materialized session {session_id!r}") as uow:
+        with self._transactions.reading(f"load materialized session {session_id!r}") as uow:
             if uow.sessions.get(session_id) is None:
                 return None
             stored = uow.projection.get(session_id)
@@ -94,12 +98,10 @@ class ProjectionService:
 
 
 def _checked(events: Sequence[RelayEvent]) -> list[tuple[RelayEvent, str]]:
-    """Each event validated again, with its computed digest (before touching the database)."""
-    if isinstance(events, str | bytes) or not isinstance(events, Sequence):
-        raise InvalidRecord("events must be a sequence of RelayEvent")
+    """Each event (validated again by `validate_arguments`) with its computed digest, before
+    touching the database."""
     checked = []
     for index, event in enumerate(events):
-        event = revalidate(event, RelayEvent, f"events[{index}]")
         check_json_depth(event.model_dump_json(), f"events[{index}]")
         try:
             checked.append((event, relay_event_digest(event)))

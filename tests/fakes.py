@@ -1,0 +1,318 @@
+"""An in-memory store for the services' unit tests: `FakeTransactions` is a
+`unit_of_work.Transactions` whose repositories hold dicts and lists.
+
+The fakes implement the protocols the SQL repositories satisfy (`make lint` runs mypy on this
+file: `FakeServices` hands a `FakeTransactions` to the real services, so a fake that drifts from
+a protocol is a type error). They keep the rules the services rely on: a function `submit`ted
+keeps its work only if it calls `commit()` and returns; seqs are assigned at commit, from one
+frontier that deleting never lowers; deleting a session removes what belongs to it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+from collections.abc import Callable, Collection, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from session_journal import (
+    ApiEvent,
+    ApiEventFilter,
+    CheckpointMetadata,
+    SessionRecord,
+    SessionState,
+    StoreOptions,
+)
+from session_journal.events import EVENT_DATA, ApiEventData
+from session_journal.records import CheckpointOperation
+from session_journal.relay.state import TranscriptItem
+from session_journal.repositories import StoredLifecycle, StoredProjection
+from session_journal.services.activity import ActivityService
+from session_journal.services.checkpoints import CheckpointService
+from session_journal.services.events import EventService
+from session_journal.services.faults import FaultService
+from session_journal.services.projection import ProjectionService
+from session_journal.services.sessions import SessionService
+from session_journal.unit_of_work import ReadContext, Transactions, WriteContext
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One committed event of the fake log, its body decoded."""
+
+    seq: int
+    session_id: str
+    recorded_at_ms: int
+    body: ApiEventData
+
+
+@dataclass
+class FakeState:
+    """Everything the fake store holds; a write works on a copy that replaces it at commit."""
+
+    sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    events: list[StoredEvent] = field(default_factory=list)
+    latest_seq: int = 0
+    activity: dict[str, str] = field(default_factory=dict)
+    operations: dict[str, CheckpointOperation] = field(default_factory=dict)
+    projections: dict[str, StoredProjection] = field(default_factory=dict)
+    transcripts: dict[str, list[TranscriptItem]] = field(default_factory=dict)
+
+
+class FakeSessions:
+    """`SessionWrites` over `FakeState.sessions`."""
+
+    def __init__(self, state: FakeState, pending: list[tuple[str, int, str]]) -> None:
+        self._state = state
+        self._pending = pending
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        record = self._state.sessions.get(session_id)
+        return None if record is None else record.model_copy(deep=True)
+
+    def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
+        return [
+            record.model_copy(deep=True)
+            for _, record in sorted(self._state.sessions.items())
+            if workspace_id in (None, record.workspace_id)
+            and project_id in (None, record.project_id)
+        ]
+
+    def lock(self, session_id: str) -> StoredLifecycle | None:
+        record = self._state.sessions.get(session_id)
+        return None if record is None else StoredLifecycle(record.state, record.last_error)
+
+    def lock_existing(self, session_ids: Collection[str]) -> set[str]:
+        return {session_id for session_id in session_ids if session_id in self._state.sessions}
+
+    def insert_if_absent(self, record: SessionRecord) -> bool:
+        if record.id in self._state.sessions:
+            return False
+        self._state.sessions[record.id] = record.model_copy(deep=True, update={"checkpoint": None})
+        return True
+
+    def upsert(self, record: SessionRecord) -> None:
+        self._state.sessions[record.id] = record.model_copy(deep=True)
+
+    def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
+        self._update(session_id, checkpoint=None if checkpoint is None else checkpoint.model_copy())
+
+    def lock_interrupted_checkpoints(self) -> builtins.list[str]:
+        return sorted(
+            session_id
+            for session_id, record in self._state.sessions.items()
+            if record.state is SessionState.CHECKPOINTING or session_id in self._state.operations
+        )
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        self._update(
+            session_id, state=SessionState.RUNNING, last_checkpoint_error=last_checkpoint_error
+        )
+
+    def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
+        self._update(session_id, native_session_id=native_session_id)
+
+    def update_lifecycle(self, record: SessionRecord) -> None:
+        self._update(
+            record.id,
+            state=record.state,
+            last_error=record.last_error,
+            last_checkpoint_error=record.last_checkpoint_error,
+        )
+
+    def delete(self, session_id: str) -> bool:
+        state = self._state
+        existed = state.sessions.pop(session_id, None) is not None
+        # What the foreign keys cascade to, and the events queued in this transaction.
+        state.events = [event for event in state.events if event.session_id != session_id]
+        self._pending[:] = [row for row in self._pending if row[0] != session_id]
+        for table in (state.activity, state.operations, state.projections, state.transcripts):
+            table.pop(session_id, None)
+        return existed
+
+    def _update(self, session_id: str, **values: object) -> None:
+        # An UPDATE of a row that does not exist changes nothing.
+        record = self._state.sessions.get(session_id)
+        if record is not None:
+            self._state.sessions[session_id] = record.model_copy(update=values)
+
+
+class FakeEvents:
+    """`EventWrites` over `FakeState.events`: appends wait in `pending` for the commit."""
+
+    def __init__(self, state: FakeState, pending: list[tuple[str, int, str]]) -> None:
+        self._state = state
+        self._pending = pending
+
+    def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        EVENT_DATA.validate_json(body)  # an API event body, or the test fails here
+        self._pending.append((session_id, recorded_at_ms, body))
+
+    def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
+        if session_id not in self._state.sessions:
+            return False
+        self.append_encoded(session_id, recorded_at_ms, body)
+        return True
+
+    def latest_seq(self) -> int:
+        return self._state.latest_seq
+
+    def page(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, list[ApiEvent]]:
+        sessions = self._state.sessions
+        matching = [
+            ApiEvent(
+                seq=event.seq,
+                session_id=event.session_id,
+                recorded_at_ms=event.recorded_at_ms,
+                event=event.body,
+            )
+            for event in self._state.events
+            if event.seq > after_seq
+            and event_filter.session_id in (None, event.session_id)
+            and event_filter.workspace_id in (None, sessions[event.session_id].workspace_id)
+        ]
+        return self._state.latest_seq, matching[:limit]
+
+    def flush(self) -> None:
+        """At commit: the queued events get the next seqs, in order."""
+        for session_id, recorded_at_ms, body in self._pending:
+            self._state.latest_seq += 1
+            self._state.events.append(
+                StoredEvent(
+                    self._state.latest_seq,
+                    session_id,
+                    recorded_at_ms,
+                    EVENT_DATA.validate_json(body),
+                )
+            )
+        self._pending.clear()
+
+
+class FakeActivity:
+    """`ActivityWrites` over `FakeState.activity`."""
+
+    def __init__(self, state: FakeState) -> None:
+        self._state = state
+
+    def get(self, session_id: str) -> str | None:
+        return self._state.activity.get(session_id)
+
+    def put(self, session_id: str, body: str) -> None:
+        self._state.activity[session_id] = body
+
+
+class FakeCheckpoints:
+    """`CheckpointWrites` over `FakeState.operations`."""
+
+    def __init__(self, state: FakeState) -> None:
+        self._state = state
+
+    def get(self, session_id: str) -> CheckpointOperation | None:
+        operation = self._state.operations.get(session_id)
+        return None if operation is None else operation.model_copy(deep=True)
+
+    def lock(self, session_id: str) -> CheckpointOperation | None:
+        return self.get(session_id)
+
+    def insert(self, session_id: str, command_id: str) -> None:
+        # The primary key: one operation per session.
+        assert session_id not in self._state.operations, f"{session_id}: operation open"
+        self._state.operations[session_id] = CheckpointOperation(
+            session_id=session_id, command_id=command_id
+        )
+
+    def set_related(self, session_id: str, related_command_ids: list[str]) -> None:
+        operation = self._state.operations[session_id]
+        self._state.operations[session_id] = operation.model_copy(
+            update={"related_command_ids": list(related_command_ids)}
+        )
+
+    def delete(self, session_id: str) -> None:
+        self._state.operations.pop(session_id, None)
+
+
+class FakeProjection:
+    """`ProjectionWrites` over `FakeState.projections` and `transcripts`."""
+
+    def __init__(self, state: FakeState) -> None:
+        self._state = state
+
+    def get(self, session_id: str) -> StoredProjection | None:
+        return self._state.projections.get(session_id)
+
+    def put(self, session_id: str, stored: StoredProjection) -> None:
+        self._state.projections[session_id] = stored
+
+    def add_items(self, session_id: str, items: list[TranscriptItem]) -> None:
+        self._state.transcripts.setdefault(session_id, []).extend(items)
+
+    def transcript(self, session_id: str) -> list[TranscriptItem]:
+        return list(self._state.transcripts.get(session_id, []))
+
+
+class FakeUnitOfWork:
+    """`WriteContext` (and, in a read, `ReadContext`) over one copy of the state."""
+
+    def __init__(self, state: FakeState) -> None:
+        self.state = state
+        self.pending: list[tuple[str, int, str]] = []
+        self.sessions = FakeSessions(state, self.pending)
+        self.events = FakeEvents(state, self.pending)
+        self.activity = FakeActivity(state)
+        self.checkpoints = FakeCheckpoints(state)
+        self.projection = FakeProjection(state)
+        self.committed = False
+
+    def commit(self) -> None:
+        self.committed = True
+
+
+class FakeTransactions:
+    """`Transactions` in memory: `submit` runs a function on a copy of the state, which
+    replaces the state only if the function called `commit()` and returned (seqs are assigned
+    then); an exception, or no commit, leaves the state as it was."""
+
+    def __init__(self, options: StoreOptions | None = None) -> None:
+        self.options = options or StoreOptions()
+        self.state = FakeState()
+        self.actions: list[str] = []  # the `action` of every write submitted, in order
+
+    def submit(self, fn: Callable[[WriteContext], T], action: str = "write") -> T:
+        self.actions.append(action)
+        uow = FakeUnitOfWork(copy.deepcopy(self.state))
+        result = fn(uow)
+        if uow.committed:
+            uow.events.flush()
+            self.state = uow.state
+        return result
+
+    @contextmanager
+    def reading(self, action: str = "read") -> Iterator[ReadContext]:
+        yield FakeUnitOfWork(copy.deepcopy(self.state))  # whatever a read does is dropped
+
+    def reading_one_statement(self, action: str = "read") -> AbstractContextManager[ReadContext]:
+        return self.reading(action)
+
+    def events(self) -> list[tuple[str, ApiEventData]]:
+        """Every committed event as `(session_id, body)`, in seq order."""
+        return [(event.session_id, event.body) for event in self.state.events]
+
+
+class FakeServices:
+    """The real services over one `FakeTransactions`, as a `Store` builds them."""
+
+    def __init__(self, transactions: FakeTransactions | None = None) -> None:
+        self.fake = transactions or FakeTransactions()
+        store: Transactions = self.fake  # mypy: the fake satisfies the services' protocol
+        self.sessions = SessionService(store)
+        self.events = EventService(store)
+        self.activity = ActivityService(store)
+        self.faults = FaultService(store)
+        self.checkpoints = CheckpointService(store)
+        self.projection = ProjectionService(store)

@@ -1,0 +1,151 @@
+"""The in-memory fakes (`tests.fakes`) behave as the database does for the services' rules: one
+scenario run on a real store (both backends) and on the fakes leaves the same events, sessions,
+activity and checkpoint operations. The unit tests of `tests/unit/test_service_rules.py` are
+only as good as this agreement."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pytest
+
+from session_journal import (
+    ApiActivityDetails,
+    ApiActivityKind,
+    ApiActivityState,
+    CheckpointMetadata,
+    LifecycleConflict,
+    NotOperationOwner,
+    SessionNotFound,
+    SessionRecord,
+    SessionState,
+    Store,
+)
+from session_journal.services.activity import ActivityService
+from session_journal.services.checkpoints import CheckpointService
+from session_journal.services.events import EventService
+from session_journal.services.faults import FaultService
+from session_journal.services.sessions import SessionService
+from tests.fakes import FakeServices
+
+
+class Services(Protocol):
+    sessions: SessionService
+    events: EventService
+    activity: ActivityService
+    faults: FaultService
+    checkpoints: CheckpointService
+
+
+def record(session_id: str, **fields: Any) -> SessionRecord:
+    return SessionRecord(id=session_id, project_id="project-1", **fields)
+
+
+def activity(state: str) -> ApiActivityState:
+    return ApiActivityState(
+        state=state,
+        details=ApiActivityDetails(kind=ApiActivityKind.TURN, turn_started_at_ms=5),
+        is_idle=False,
+        waiting_for_input=False,
+        capacity_retry=False,
+    )
+
+
+METADATA = CheckpointMetadata(
+    archive_path="/a.tar", sha256="b" * 64, created_at="2026-11-29T10:00:00Z", event_frontier=3
+)
+
+
+def scenario(services: Services) -> list[str]:
+    """Every rule the unit tests cover, once; the refusals it meets, by class."""
+    refused: list[str] = []
+
+    def attempt(call: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            call(*args, **kwargs)
+        except (LifecycleConflict, NotOperationOwner, SessionNotFound) as error:
+            refused.append(type(error).__name__)
+
+    checkpointing = SessionState.CHECKPOINTING
+    services.sessions.save(record("s1", workspace_id="w1"))
+    services.sessions.save(record("s2", last_error="pull failed"))
+    services.sessions.save(record("s2", last_error="pull failed"))
+    services.sessions.save(record("s3", state=SessionState.CLOSING))
+    services.sessions.save(record("s4", last_error="doomed"))
+    attempt(services.sessions.save_lifecycle, record("ghost", last_error="x"))
+    services.faults.record_startup_fault("s1", "boot failed")
+    services.faults.record_startup_fault("ghost", "boot failed")
+    services.activity.record(
+        [("s1", activity("a")), ("ghost", activity("a")), ("s1", activity("a"))], 10
+    )
+    services.activity.record(
+        [("s1", activity("b")), ("s2", activity("a")), ("s4", activity("a"))], 11
+    )
+    services.checkpoints.begin(record("s1", state=checkpointing, workspace_id="w1"), "op-1")
+    attempt(services.checkpoints.begin, record("s1", state=checkpointing), "op-2")
+    attempt(services.checkpoints.begin, record("s3", state=checkpointing), "op-3")
+    services.checkpoints.correlate_barrier("s1", "op-1", "barrier-1")
+    services.checkpoints.correlate_barrier("s1", "op-9", "barrier-2")
+    attempt(services.checkpoints.save_requested, record("s1", checkpoint=METADATA), "op-9")
+    services.checkpoints.save_requested(
+        record("s1", workspace_id="w1", checkpoint=METADATA, native_session_id="n1"), "op-1"
+    )
+    services.checkpoints.begin(record("s2", state=checkpointing, last_error="disk"), "op-4")
+    services.checkpoints.finish_failed(
+        record("s2", last_error="disk"), "op-4", deferred=True, message="later"
+    )
+    services.checkpoints.begin(record("s2", state=checkpointing), "op-5")
+    services.checkpoints.finish_failed(
+        record("s2", last_error="full"), "op-5", deferred=False, message="no space"
+    )
+    services.checkpoints.begin(record("s2", state=checkpointing), "op-6")
+    services.sessions.save_lifecycle(record("s3", state=checkpointing))
+    services.checkpoints.recover_interrupted(datetime(2026, 9, 27, 12, tzinfo=UTC))
+    services.sessions.delete("s4")
+    return refused
+
+
+def outcome(services: Services) -> tuple[Any, ...]:
+    page = services.events.load(after_seq=0, limit=1000)
+    sessions = services.sessions.list()
+    return (
+        [(event.seq, event.session_id, event.event) for event in page.events],
+        page.latest_seq,
+        sessions,
+        [services.activity.get(session.id) for session in sessions],
+        [services.checkpoints.get(session.id) for session in sessions],
+        services.sessions.list(workspace_id="w1"),
+    )
+
+
+def test_a_scenario_leaves_the_same_state_in_the_fakes_and_the_database(store: Store) -> None:
+    fake = FakeServices()
+    refused = scenario(store)
+    assert refused == [
+        "SessionNotFound",
+        "LifecycleConflict",
+        "LifecycleConflict",
+        "NotOperationOwner",
+    ]
+    assert scenario(fake) == refused
+    expected = outcome(store)
+    assert len(expected[0]) == 11
+    assert outcome(fake) == expected
+
+
+def page_rows(services: Services, after_seq: int) -> tuple[Any, ...]:
+    # Not `recorded_at_ms`: the services stamp some events with the clock (`now_ms`).
+    page = services.events.load(after_seq=after_seq, limit=4)
+    events = [(event.seq, event.session_id, event.event) for event in page.events]
+    return events, page.next_after_seq, page.latest_seq
+
+
+@pytest.mark.parametrize(("after_seq", "count"), [(0, 4), (11, 2), (50, 0)])
+def test_pages_agree(store: Store, after_seq: int, count: int) -> None:
+    fake = FakeServices()
+    scenario(store)
+    scenario(fake)
+    expected = page_rows(store, after_seq)
+    assert len(expected[0]) == count
+    assert page_rows(fake, after_seq) == expected
