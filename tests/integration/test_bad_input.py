@@ -205,8 +205,8 @@ def test_text_that_looks_like_a_constant_is_stored_as_it_is(store: Store) -> Non
         assert stored.scalar_one() == body
 
 
-def test_a_store_with_a_smaller_body_limit_applies_it_to_repositories(url: str) -> None:
-    with Store.open(url, upgrade=True, options=StoreOptions(max_body_bytes=100)) as small:
+def test_a_store_with_a_smaller_body_limit_applies_it_to_repositories(migrated_url: str) -> None:
+    with Store.open(migrated_url, upgrade=True, options=StoreOptions(max_body_bytes=100)) as small:
         small.sessions.save(SessionFactory.build(id="session-1"))
         with (
             small.unit_of_work() as uow,

@@ -118,12 +118,14 @@ def finished(owner: Store, record: SessionRecord, outcome: str) -> Callable[[], 
 
 
 @pytest.mark.parametrize("outcome", ["failed", "succeeded"])
-def test_recovery_racing_a_finish_leaves_the_owners_outcome(url: str, outcome: str) -> None:
-    with two_controllers(url) as (owner, restarted):
+def test_recovery_racing_a_finish_leaves_the_owners_outcome(
+    migrated_url: str, outcome: str
+) -> None:
+    with two_controllers(migrated_url) as (owner, restarted):
         record = SessionFactory(id="session-1", checkpoint=archive("previous"))
         started = checkpointing(owner, record, "attempt-1")
 
-        blocker = WriteOrderBlocker(url)
+        blocker = WriteOrderBlocker(migrated_url)
         try:
             finish, finish_result = in_thread(finished(owner, started, outcome))
             finisher = blocker.wait_for_waiter(blocker.pid)

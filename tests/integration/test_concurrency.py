@@ -273,7 +273,7 @@ def collect(
 
 @pytest.mark.slow
 def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
-    store: Store, url: str
+    store: Store, migrated_url: str
 ) -> None:
     sessions = [
         session_id(writer, thread)
@@ -291,7 +291,7 @@ def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
     writers = [
         context.Process(
             target=writer_process,
-            args=(url, writer, reports, start),
+            args=(migrated_url, writer, reports, start),
             name=f"writer-{writer}",
             daemon=True,
         )
@@ -299,7 +299,7 @@ def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
     ]
     follower = context.Process(
         target=follower_process,
-        args=(url, reports, start, writers_done),
+        args=(migrated_url, reports, start, writers_done),
         name="follower",
         daemon=True,
     )

@@ -113,10 +113,10 @@ def test_a_failing_call_raises_in_its_own_caller_and_the_rest_commit(store: Stor
 
 
 def test_a_refusal_against_earlier_members_work_is_released_after_the_commit(
-    store: Store, url: str
+    store: Store, migrated_url: str
 ) -> None:
     store.sessions.save(SessionFactory(id="a"))
-    observer = sa.create_engine(url)
+    observer = sa.create_engine(migrated_url)
     seen: list[Any] = []
 
     def fault_then_look() -> bool:
@@ -229,12 +229,12 @@ def test_closing_fails_the_queued_calls_and_refuses_new_ones(store: Store) -> No
 
 
 def test_a_full_queue_makes_a_caller_wait_then_fail_retryably(
-    url: str, monkeypatch: pytest.MonkeyPatch
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(write_path_module, "MAX_QUEUED_CALLS", 1)
     from session_journal import StoreOptions
 
-    with Store.open(url, upgrade=True, options=StoreOptions(busy_timeout_s=0.2)) as store:
+    with Store.open(migrated_url, upgrade=True, options=StoreOptions(busy_timeout_s=0.2)) as store:
         store.sessions.save(SessionFactory(id="a"))
         write_path = store._database.write_path
         first = Caller(lambda: store.faults.record_startup_fault("a", "queued"))
@@ -304,11 +304,11 @@ def test_a_store_used_in_a_forked_child_gets_its_own_connections(store: Store) -
     ]
 
 
-def test_batches_of_two_controllers_locking_in_crossed_order_both_commit(url: str) -> None:
+def test_batches_of_two_controllers_locking_in_crossed_order_both_commit(migrated_url: str) -> None:
     # PostgreSQL: each batch locks one session, then waits for the other batch to lock the
     # other, then asks for it: a deadlock. Its victim is rolled back to its savepoint and queued
     # again, so every call succeeds. (SQLite writers never overlap: the batches run in turn.)
-    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+    with Store.open(migrated_url, upgrade=True) as first, Store.open(migrated_url) as second:
         for name in ("s1", "s2"):
             first.sessions.save(SessionFactory(id=name))
         postgres = first._database.writer.dialect.name == "postgresql"
@@ -551,8 +551,8 @@ def test_system_exit_from_a_function_is_raised_in_its_own_caller_only(store: Sto
     assert bodies(store) == [startup_fault("first"), startup_fault("last")]
 
 
-def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(url: str) -> None:
-    with Store.open(url, upgrade=True) as store:
+def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(migrated_url: str) -> None:
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
         calls = [
             lambda: store.faults.record_startup_fault("a", "lost"),
@@ -563,7 +563,7 @@ def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(url: str) -> Non
         assert [type(outcome) for outcome in kept] == [StorageError, StorageError]
         from session_journal import StoreOptions
 
-        with Store.open(url, options=StoreOptions(busy_timeout_s=2)) as other:
+        with Store.open(migrated_url, options=StoreOptions(busy_timeout_s=2)) as other:
             assert other.faults.record_startup_fault("a", "another writer")
         assert store.faults.record_startup_fault("a", "same store")
         assert bodies(store) == [startup_fault("another writer"), startup_fault("same store")]

@@ -55,7 +55,7 @@ def kinds(events: list[ApiEvent]) -> list[str]:
 
 
 def test_a_failed_page_leaves_nothing_then_applies_once_and_survives_reopening(
-    store: Store, session: str, url: str
+    store: Store, session: str, migrated_url: str
 ) -> None:
     events = RelayChain().extend(turn(), recorded_at_ms=100)
     tampered = events[2].model_copy(update={"recorded_at_ms": 101})  # digest no longer matches
@@ -79,7 +79,7 @@ def test_a_failed_page_leaves_nothing_then_applies_once_and_survives_reopening(
     assert store.projection.apply(session, [events[2]]) == 0
     assert store.projection.apply(session, events) == 0
     assert len(all_events(store)) == 2
-    with Store.open(url) as reopened:
+    with Store.open(migrated_url) as reopened:
         assert reopened.projection.load(session) == current
 
 

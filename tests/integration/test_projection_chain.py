@@ -267,8 +267,10 @@ def test_any_split_with_redeliveries_equals_one_page(
     assert outcome(paged) == outcome(once)
 
 
-def test_two_controllers_applying_the_same_chain_at_once_apply_each_event_once(url: str) -> None:
-    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+def test_two_controllers_applying_the_same_chain_at_once_apply_each_event_once(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url, upgrade=True) as first, Store.open(migrated_url) as second:
         first.sessions.save(SessionFactory(id="session-1"))
         events = RelayChain().extend(
             [AgentMessage(message_id=f"m{n}", text=f"message {n}") for n in range(60)] + turn(),

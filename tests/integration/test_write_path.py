@@ -70,8 +70,10 @@ def test_an_activity_batch_that_fails_midway_writes_nothing(
     assert store.activity.get("a") is None
 
 
-def test_two_controllers_saving_the_same_new_failed_session_emit_one_fault(url: str) -> None:
-    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+def test_two_controllers_saving_the_same_new_failed_session_emit_one_fault(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url, upgrade=True) as first, Store.open(migrated_url) as second:
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []
 
@@ -111,11 +113,11 @@ def drop_writer_connection(store: Store, url: str) -> None:
 
 
 def test_a_write_on_a_dropped_connection_fails_once_then_writes_reconnect(
-    store: Store, url: str
+    store: Store, migrated_url: str
 ) -> None:
     store.sessions.save(SessionFactory(id="s"))
     assert store.faults.record_startup_fault("s", "before")
-    drop_writer_connection(store, url)
+    drop_writer_connection(store, migrated_url)
 
     with pytest.raises(StorageError, match="record startup fault of 's' failed"):
         store.faults.record_startup_fault("s", "lost")

@@ -268,6 +268,7 @@ def test_a_revision_that_breaks_a_foreign_key_is_rolled_back_on_sqlite(tmp_path:
     assert migrations.status(sa.create_engine(url)).revision == "0001_initial"
 
 
+@pytest.mark.slow
 def test_concurrent_upgrades_serialise(url: str) -> None:
     context = multiprocessing.get_context("spawn")
     with context.Pool(3) as pool:

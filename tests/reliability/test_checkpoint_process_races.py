@@ -50,10 +50,10 @@ NOTE = f"checkpoint interrupted by controller restart at {RESTART}"
 
 
 def test_of_racing_begins_exactly_one_opens_the_operation(
-    store: Store, url: str, workers: Workers, rng: random.Random
+    store: Store, migrated_url: str, workers: Workers, rng: random.Random
 ) -> None:
     barrier = workers.barrier(RACERS)
-    racers = [workers.start(f"racer-{n}", url, barrier) for n in range(RACERS)]
+    racers = [workers.start(f"racer-{n}", migrated_url, barrier) for n in range(RACERS)]
     winners = Counter[int]()
     for round_ in range(rounds(4)):
         session = f"session-{round_}"
@@ -92,11 +92,11 @@ OUTCOMES = {
 
 
 def test_recovery_racing_the_owners_finish_never_overrides_a_reported_outcome(
-    store: Store, url: str, workers: Workers, rng: random.Random
+    store: Store, migrated_url: str, workers: Workers, rng: random.Random
 ) -> None:
     barrier = workers.barrier(2)
-    owner = workers.start("owner", url, barrier)
-    recoverer = workers.start("recoverer", url, barrier)
+    owner = workers.start("owner", migrated_url, barrier)
+    recoverer = workers.start("recoverer", migrated_url, barrier)
     tally = Counter[tuple[str, str]]()
     for round_ in range(rounds(12)):
         outcome = list(OUTCOMES)[round_ % len(OUTCOMES)]

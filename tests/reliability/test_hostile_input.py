@@ -104,9 +104,9 @@ hostile_bodies = st.one_of(
 
 
 @pytest.fixture
-def raw(url: str) -> Iterator[sa.Connection]:
+def raw(migrated_url: str) -> Iterator[sa.Connection]:
     """A plain connection, to read the stored text of a body."""
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(migrated_url)
     try:
         with engine.connect() as connection:
             yield connection
