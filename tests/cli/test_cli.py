@@ -16,8 +16,7 @@ import pytest
 from session_journal import Store, migrations
 from session_journal.cli import main
 from session_journal.journal import JournalWriter
-from tests.factories import SessionFactory
-from tests.journal_fixtures import flow_start, user_msg
+from tests.factories import SessionFactory, flow_start, user_msg
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

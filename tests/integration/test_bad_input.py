@@ -17,7 +17,7 @@ from session_journal import (
     Store,
     StoreOptions,
 )
-from tests.factories import ActivityFactory, SessionFactory
+from tests.factories import ActivityFactory, CheckpointMetadataFactory, SessionFactory
 
 BAD_IDS = ["../x", "", "x" * 200, "a\x00b", ".", "..", "a/b", "sp ace"]
 
@@ -119,11 +119,8 @@ def test_unstorable_text_in_a_text_column_names_the_field(
 
 
 def test_bad_checkpoint_metadata(store: Store) -> None:
-    good = CheckpointMetadata(
-        archive_path="/a",
-        sha256="0" * 64,
-        created_at="2026-11-29T10:00:00+01:00",
-        event_frontier=0,
+    good = CheckpointMetadataFactory(
+        archive_path="/a", sha256="0" * 64, created_at="2026-11-29T10:00:00+01:00"
     )
     for update, field in [
         ({"sha256": "ABC"}, "sha256"),

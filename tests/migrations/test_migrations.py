@@ -21,10 +21,8 @@ from session_journal import (
     Store,
     migrations,
 )
-from session_journal.relay import RelayChain
-from tests.factories import ActivityFactory, SessionFactory
+from tests.factories import ActivityFactory, RelayChainFactory, SessionFactory
 from tests.helpers import table_counts
-from tests.relay_fixtures import turn
 
 TABLES = [
     "sessions",
@@ -172,7 +170,7 @@ def populate_every_table(store: Store) -> None:
     store.activity.record([("s1", ActivityFactory())], 1)
     store.faults.record_startup_fault("s2", "boom")
     store.checkpoints.begin(SessionFactory(id="s1", state=SessionState.CHECKPOINTING), "op-1")
-    store.projection.apply("s1", RelayChain().extend(turn(), recorded_at_ms=1))
+    store.projection.apply("s1", RelayChainFactory(recorded_at_ms=1))
 
 
 def test_base_head_base_head_with_data_in_every_table(url: str) -> None:
