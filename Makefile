@@ -13,10 +13,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql]'
 	touch $(STAMP)
 
-.PHONY: help install run test reliability lint bench clean
+.PHONY: help install run test test-fast reliability lint bench clean
 
 help: ## list the commands
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 install: $(STAMP) ## create .venv and install the package (with psycopg) and its test and lint tools
 
@@ -27,6 +27,12 @@ run: $(STAMP) ## migrate the default SQLite database, run the demo, print the ev
 
 test: $(STAMP) ## run the whole suite on SQLite and PostgreSQL
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# One backend: `make test PYTEST_ARGS='-m sqlite'` (or postgresql); a second -m replaces the
+# first, so a fast run on one backend is `.venv/bin/python -m pytest -m 'sqlite and not slow and
+# not reliability'`.
+test-fast: $(STAMP) ## the suite without the slow and reliability tests, for edit-test loops
+	$(BIN)/python -m pytest -m "not slow and not reliability" $(PYTEST_ARGS)
 
 # `make test` runs the reliability scenarios for a few rounds; this runs only them, longer.
 RELIABILITY_ROUNDS ?= 25

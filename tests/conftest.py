@@ -1,4 +1,9 @@
-"""Fixtures: every integration test runs on SQLite and PostgreSQL through `backend`."""
+"""Fixtures: every integration test runs on SQLite and PostgreSQL through `backend`.
+
+`url` is an empty database (for the tests of migrations and of the schema check); `migrated_url`
+and `store` are a copy of a database migrated once per run (`sqlite_template`,
+`postgresql_template`). `-m sqlite` and `-m postgresql` select a backend.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,18 @@ from pathlib import Path
 import pytest
 
 from session_journal import Store
-from tests.backends import database_url, postgres_problem, postgres_required
+from tests.backends import (
+    database_url,
+    migrated_database_url,
+    migrated_template,
+    postgres_problem,
+    postgres_required,
+)
 
-BACKENDS = ["sqlite", "postgresql"]
+BACKENDS = [
+    pytest.param("sqlite", marks=pytest.mark.sqlite),
+    pytest.param("postgresql", marks=pytest.mark.postgresql),
+]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -33,8 +47,32 @@ def url(backend: str, tmp_path: Path) -> Iterator[str]:
         yield value
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
+    """A SQLite file migrated to head once per run, closed, for `migrated_url` to copy."""
+    with migrated_template("sqlite", tmp_path_factory.mktemp("template")) as path:
+        yield path
+
+
+@pytest.fixture(scope="session")
+def postgresql_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
+    """The script that makes a copy of a PostgreSQL schema migrated to head once per run, for
+    `migrated_url` to run (see `tests.backends.migrated_template`)."""
+    with migrated_template("postgresql", tmp_path_factory.mktemp("template")) as script:
+        yield script
+
+
 @pytest.fixture
-def store(url: str) -> Iterator[Store]:
-    """A store migrated to head."""
-    with Store.open(url, upgrade=True) as opened:
+def migrated_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a database migrated to head: a copy of the run's template on the backend,
+    dropped after the test."""
+    template: str | None = request.getfixturevalue(f"{backend}_template")
+    with migrated_database_url(backend, template, tmp_path) as value:
+        yield value
+
+
+@pytest.fixture
+def store(migrated_url: str) -> Iterator[Store]:
+    """A store on a database migrated to head."""
+    with Store.open(migrated_url) as opened:
         yield opened

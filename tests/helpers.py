@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from session_journal import ApiEvent, ApiEventData, ApiEventFilter, SessionFault, Store
-from session_journal.events import OutcomeReason
+from session_journal import ApiEvent, ApiEventData, ApiEventFilter, Store
 
 
 def all_events(store: Store, event_filter: ApiEventFilter | None = None) -> list[ApiEvent]:
@@ -21,10 +20,6 @@ def all_events(store: Store, event_filter: ApiEventFilter | None = None) -> list
 def bodies(store: Store, event_filter: ApiEventFilter | None = None) -> list[ApiEventData]:
     """The bodies of every event, in order."""
     return [event.event for event in all_events(store, event_filter)]
-
-
-def startup_fault(message: str) -> SessionFault:
-    return SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
 
 
 def append_raw(store: Store, session_id: str, body: str, count: int = 1) -> None:

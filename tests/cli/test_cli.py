@@ -16,8 +16,7 @@ import pytest
 from session_journal import Store, migrations
 from session_journal.cli import main
 from session_journal.journal import JournalWriter
-from tests.factories import SessionFactory
-from tests.journal_fixtures import flow_start, user_msg
+from tests.factories import SessionFactory, flow_start, user_msg
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -51,15 +50,15 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
 
 
 def test_events_prints_one_json_object_per_line(
-    url: str, capsys: pytest.CaptureFixture[str]
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with Store.open(url, upgrade=True) as store:
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a", workspace_id="w1"))
         store.sessions.save(SessionFactory(id="b", workspace_id="w2"))
         for session in ["a", "b", "a"]:
             store.faults.record_startup_fault(session, f"fault of {session}")
 
-    code, out, _ = run(capsys, "--url", url, "events")
+    code, out, _ = run(capsys, "--url", migrated_url, "events")
     assert code == 0
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["seq"] for line in lines] == [1, 2, 3]
@@ -69,10 +68,10 @@ def test_events_prints_one_json_object_per_line(
         "data": {"reason": "startup_failed", "message": "fault of a", "command_id": None},
     }
     seqs = lambda *args: [json.loads(x)["seq"] for x in run(capsys, *args)[1].splitlines()]  # noqa: E731
-    assert seqs("--url", url, "events", "--after", "1") == [2, 3]
-    assert seqs("--url", url, "events", "--session", "a") == [1, 3]
-    assert seqs("--url", url, "events", "--workspace", "w2") == [2]
-    assert seqs("--url", url, "events", "--limit", "2") == [1, 2]
+    assert seqs("--url", migrated_url, "events", "--after", "1") == [2, 3]
+    assert seqs("--url", migrated_url, "events", "--session", "a") == [1, 3]
+    assert seqs("--url", migrated_url, "events", "--workspace", "w2") == [2]
+    assert seqs("--url", migrated_url, "events", "--limit", "2") == [1, 2]
 
 
 def test_errors_are_one_line_with_exit_1(url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,9 +117,9 @@ def test_demo_prints_what_a_follower_sees(url: str, capsys: pytest.CaptureFixtur
     assert (deferred["outcome"], deferred["reason"]) == ("rejected", "checkpoint_deferred")
 
 
-def test_follow_through_the_console_script_until_interrupted(url: str) -> None:
-    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": url}
-    with Store.open(url, upgrade=True) as store:
+def test_follow_through_the_console_script_until_interrupted(migrated_url: str) -> None:
+    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": migrated_url}
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
         store.faults.record_startup_fault("a", "before following")
         follower = subprocess.Popen(
@@ -149,11 +148,11 @@ def test_follow_through_the_console_script_until_interrupted(url: str) -> None:
 
 
 def test_journal_verify_stats_and_search(
-    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    migrated_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     directory = tmp_path / "session-1"
     with (
-        Store.open(url, upgrade=True) as store,
+        Store.open(migrated_url, upgrade=True) as store,
         JournalWriter(directory, index=store.index, session_id="session-1") as writer,
     ):
         writer.send(flow_start(1))
@@ -168,7 +167,9 @@ def test_journal_verify_stats_and_search(
         "event_bytes": (directory / "events.jsonl").stat().st_size,
         "last_seq": 2,
     }
-    code, out, _ = run(capsys, "--url", url, "search", "deploy staging", "--session", "session-1")
+    code, out, _ = run(
+        capsys, "--url", migrated_url, "search", "deploy staging", "--session", "session-1"
+    )
     [hit] = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and (hit["session_id"], hit["seq"], hit["kind"]) == (
         "session-1",

@@ -24,12 +24,13 @@ FOLLOWERS = rounds(4)
 
 
 @pytest.mark.reliability
-def test_ctrl_c_ends_every_follower_cleanly(url: str) -> None:
+@pytest.mark.slow
+def test_ctrl_c_ends_every_follower_cleanly(migrated_url: str) -> None:
     # Followers polling every 10 ms, each sent Ctrl-C twice in a row at its own moment
     # of the poll-and-sleep cycle: each exits 0 promptly, with nothing on stderr.
-    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": url}
+    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": migrated_url}
     command = [sys.executable, "-m", "session_journal", "events", "--follow", "--interval", "0.01"]
-    with Store.open(url, upgrade=True) as store:
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
         followers = [
             subprocess.Popen(
@@ -63,11 +64,11 @@ def test_ctrl_c_ends_every_follower_cleanly(url: str) -> None:
 
 
 def test_the_interrupt_handler_only_sets_a_flag(
-    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    migrated_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A signal handler runs wherever the main thread is, maybe holding a lock it would then
     # wait for forever: the follower's handler must call nothing at all (no Event.set()).
-    with Store.open(url, upgrade=True) as store:
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
     handlers: list[Any] = []
     previous = signal.getsignal(signal.SIGINT)
@@ -97,13 +98,15 @@ def test_the_interrupt_handler_only_sets_a_flag(
         finally:
             sys.setprofile(None)
         if not finished.wait(20):  # the loop ignored the flag: end it with an event
-            with Store.open(url) as store:
+            with Store.open(migrated_url) as store:
                 store.faults.record_startup_fault("a", "the flag was ignored")
 
     thread = threading.Thread(target=interrupt)
     thread.start()
     try:
-        code = main(["--url", url, "events", "--follow", "--interval", "0.05", "--limit", "1"])
+        code = main(
+            ["--url", migrated_url, "events", "--follow", "--interval", "0.05", "--limit", "1"]
+        )
     finally:
         finished.set()
         thread.join()
@@ -142,14 +145,19 @@ def test_bad_interval_and_limit_are_usage_errors(
 
 
 def test_the_bounds_of_interval_and_limit_are_accepted(
-    url: str, capsys: pytest.CaptureFixture[str]
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with Store.open(url, upgrade=True) as store:
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
         for _ in range(3):
             store.faults.record_startup_fault("a", "fault")
     for limit, printed in [("1", 1), ("1000000000", 3)]:
-        assert main(["--url", url, "events", "--limit", limit, "--interval", "3600"]) == 0
+        assert main(["--url", migrated_url, "events", "--limit", limit, "--interval", "3600"]) == 0
         assert len(capsys.readouterr().out.splitlines()) == printed
-    assert main(["--url", url, "events", "--after", "1", "--limit", "1", "--interval", "0.01"]) == 0
+    assert (
+        main(
+            ["--url", migrated_url, "events", "--after", "1", "--limit", "1", "--interval", "0.01"]
+        )
+        == 0
+    )
     assert len(capsys.readouterr().out.splitlines()) == 1

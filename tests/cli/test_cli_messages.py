@@ -19,9 +19,9 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_a_search_query_that_is_not_utf8_is_one_line(url: str) -> None:
-    Store.open(url, upgrade=True).close()
-    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": url}
+def test_a_search_query_that_is_not_utf8_is_one_line(migrated_url: str) -> None:
+    Store.open(migrated_url, upgrade=True).close()
+    env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": migrated_url}
     for query, expected in [
         (b"fox \xff", "byte 0xff at position 4"),
         (b"caf\xc3", "byte 0xc3 at position 3"),
@@ -39,25 +39,25 @@ def test_a_search_query_that_is_not_utf8_is_one_line(url: str) -> None:
 
 
 def test_a_lone_surrogate_from_the_library_is_one_line(
-    url: str, capsys: pytest.CaptureFixture[str]
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    Store.open(url, upgrade=True).close()
-    code, out, err = run(capsys, "--url", url, "search", "fox \ud800")
+    Store.open(migrated_url, upgrade=True).close()
+    code, out, err = run(capsys, "--url", migrated_url, "search", "fox \ud800")
     assert (code, out) == (1, "")
     assert err == (
         "session-journal: search query 'fox \\ud800' contains a lone surrogate at position 4\n"
     )
 
 
-def test_search_bounds_are_one_line(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    Store.open(url, upgrade=True).close()
-    code, out, err = run(capsys, "--url", url, "search", " ".join(["fox"] * 33))
+def test_search_bounds_are_one_line(migrated_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    Store.open(migrated_url, upgrade=True).close()
+    code, out, err = run(capsys, "--url", migrated_url, "search", " ".join(["fox"] * 33))
     assert (code, out) == (1, "")
     assert err.startswith("session-journal: search query 'fox fox")
     assert err.endswith(" has 33 words, over the limit of 32\n")
     for limit in ["0", "1001", "-5"]:
         with pytest.raises(SystemExit) as exit_info:
-            main(["--url", url, "search", "fox", "--limit", limit])
+            main(["--url", migrated_url, "search", "fox", "--limit", limit])
         assert exit_info.value.code == 2
         assert capsys.readouterr().err.splitlines()[-1] == (
             f"session-journal search: error: argument --limit: must be an integer from 1 to "

@@ -17,7 +17,7 @@ from session_journal import (
     Store,
     StoreOptions,
 )
-from tests.factories import ActivityFactory, SessionFactory
+from tests.factories import ActivityFactory, CheckpointMetadataFactory, SessionFactory
 
 BAD_IDS = ["../x", "", "x" * 200, "a\x00b", ".", "..", "a/b", "sp ace"]
 
@@ -119,11 +119,8 @@ def test_unstorable_text_in_a_text_column_names_the_field(
 
 
 def test_bad_checkpoint_metadata(store: Store) -> None:
-    good = CheckpointMetadata(
-        archive_path="/a",
-        sha256="0" * 64,
-        created_at="2026-11-29T10:00:00+01:00",
-        event_frontier=0,
+    good = CheckpointMetadataFactory(
+        archive_path="/a", sha256="0" * 64, created_at="2026-11-29T10:00:00+01:00"
     )
     for update, field in [
         ({"sha256": "ABC"}, "sha256"),
@@ -205,8 +202,8 @@ def test_text_that_looks_like_a_constant_is_stored_as_it_is(store: Store) -> Non
         assert stored.scalar_one() == body
 
 
-def test_a_store_with_a_smaller_body_limit_applies_it_to_repositories(url: str) -> None:
-    with Store.open(url, upgrade=True, options=StoreOptions(max_body_bytes=100)) as small:
+def test_a_store_with_a_smaller_body_limit_applies_it_to_repositories(migrated_url: str) -> None:
+    with Store.open(migrated_url, upgrade=True, options=StoreOptions(max_body_bytes=100)) as small:
         small.sessions.save(SessionFactory.build(id="session-1"))
         with (
             small.unit_of_work() as uow,

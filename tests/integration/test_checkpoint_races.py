@@ -27,9 +27,9 @@ from session_journal import (
     SessionState,
     Store,
 )
-from tests.factories import SessionFactory
+from tests.factories import CheckpointMetadataFactory, CommandEndedFactory, SessionFactory
 from tests.helpers import bodies
-from tests.integration.test_checkpoints import archive, checkpointing, ended
+from tests.integration.test_checkpoints import checkpointing
 
 NOTE = "checkpoint interrupted by controller restart at 2026-09-27T12:00:00Z"
 
@@ -113,17 +113,23 @@ def finished(owner: Store, record: SessionRecord, outcome: str) -> Callable[[], 
         return lambda: owner.checkpoints.finish_failed(
             done, "attempt-1", deferred=False, message="disk full"
         )
-    done = record.model_copy(update={"state": SessionState.RUNNING, "checkpoint": archive("new")})
+    done = record.model_copy(
+        update={"state": SessionState.RUNNING, "checkpoint": CheckpointMetadataFactory(name="new")}
+    )
     return lambda: owner.checkpoints.save_requested(done, "attempt-1")
 
 
 @pytest.mark.parametrize("outcome", ["failed", "succeeded"])
-def test_recovery_racing_a_finish_leaves_the_owners_outcome(url: str, outcome: str) -> None:
-    with two_controllers(url) as (owner, restarted):
-        record = SessionFactory(id="session-1", checkpoint=archive("previous"))
+def test_recovery_racing_a_finish_leaves_the_owners_outcome(
+    migrated_url: str, outcome: str
+) -> None:
+    with two_controllers(migrated_url) as (owner, restarted):
+        record = SessionFactory(
+            id="session-1", checkpoint=CheckpointMetadataFactory(name="previous")
+        )
         started = checkpointing(owner, record, "attempt-1")
 
-        blocker = WriteOrderBlocker(url)
+        blocker = WriteOrderBlocker(migrated_url)
         try:
             finish, finish_result = in_thread(finished(owner, started, outcome))
             finisher = blocker.wait_for_waiter(blocker.pid)
@@ -144,17 +150,19 @@ def test_recovery_racing_a_finish_leaves_the_owners_outcome(url: str, outcome: s
             assert session.state == SessionState.RUNNING
             if outcome == "failed":
                 assert session.last_checkpoint_error == "disk full"
-                assert session.checkpoint == archive("previous")
-                assert log[-1] == ended(
-                    "attempt-1",
-                    CommandResultKind.FAILED,
-                    OutcomeReason.CHECKPOINT_FAILED,
-                    "disk full",
+                assert session.checkpoint == CheckpointMetadataFactory(name="previous")
+                assert log[-1] == CommandEndedFactory(
+                    command_id="attempt-1",
+                    outcome=CommandResultKind.FAILED,
+                    reason=OutcomeReason.CHECKPOINT_FAILED,
+                    message="disk full",
                 )
             else:
                 assert session.last_checkpoint_error is None
-                assert session.checkpoint == archive("new")
-                assert log[-1] == ended("attempt-1", CommandResultKind.SUCCEEDED)
+                assert session.checkpoint == CheckpointMetadataFactory(name="new")
+                assert log[-1] == CommandEndedFactory(
+                    command_id="attempt-1", outcome=CommandResultKind.SUCCEEDED
+                )
         else:  # SQLite only: the recovery committed first, the finish found no operation
             assert blocker.postgres is False
             assert recovered == [1]
@@ -163,12 +171,12 @@ def test_recovery_racing_a_finish_leaves_the_owners_outcome(url: str, outcome: s
             else:
                 assert [type(error) for error in finish_result] == [NotOperationOwner]
             assert session.last_checkpoint_error == NOTE
-            assert session.checkpoint == archive("previous")
-            assert log[-1] == ended(
-                "attempt-1",
-                CommandResultKind.CANCELLED,
-                OutcomeReason.CONTROLLER_RESTARTED,
-                NOTE,
+            assert session.checkpoint == CheckpointMetadataFactory(name="previous")
+            assert log[-1] == CommandEndedFactory(
+                command_id="attempt-1",
+                outcome=CommandResultKind.CANCELLED,
+                reason=OutcomeReason.CONTROLLER_RESTARTED,
+                message=NOTE,
             )
         assert sum(isinstance(body, CommandEnded) for body in log) == 1
         assert owner.checkpoints.get("session-1") is None

@@ -7,11 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from session_journal import (
-    CheckpointMetadata,
     CheckpointOperation,
-    CommandEnded,
-    CommandOwner,
-    CommandResult,
     CommandResultKind,
     InvalidRecord,
     LifecycleConflict,
@@ -24,17 +20,8 @@ from session_journal import (
     Store,
     UnitOfWork,
 )
-from tests.factories import SessionFactory
+from tests.factories import CheckpointMetadataFactory, CommandEndedFactory, SessionFactory
 from tests.helpers import bodies
-
-
-def archive(name: str) -> CheckpointMetadata:
-    return CheckpointMetadata(
-        archive_path=f"/archives/{name}.tar",
-        sha256="a" * 64,
-        created_at="2026-09-27T12:00:00Z",
-        event_frontier=0,
-    )
 
 
 def checkpointing(store: Store, record: SessionRecord, owner: str) -> SessionRecord:
@@ -45,28 +32,8 @@ def checkpointing(store: Store, record: SessionRecord, owner: str) -> SessionRec
     return started
 
 
-def ended(
-    command_id: str,
-    outcome: CommandResultKind,
-    reason: OutcomeReason | None = None,
-    message: str | None = None,
-    related: list[str] | None = None,
-) -> CommandEnded:
-    return CommandEnded(
-        result=CommandResult(
-            owner=CommandOwner.DAEMON,
-            command_id=command_id,
-            command_kind="checkpoint",
-            outcome=outcome,
-            reason=reason,
-            message=message,
-            related_command_ids=related or [],
-        )
-    )
-
-
 def test_recovery_consumes_attempt_identity_once_and_preserves_correlation(store: Store) -> None:
-    record = SessionFactory(id="session-1", checkpoint=archive("previous"))
+    record = SessionFactory(id="session-1", checkpoint=CheckpointMetadataFactory(name="previous"))
     started = checkpointing(store, record, "attempt-1")
     with pytest.raises(LifecycleConflict, match="'session-1'"):
         store.checkpoints.begin(started, "attempt-2")
@@ -83,12 +50,12 @@ def test_recovery_consumes_attempt_identity_once_and_preserves_correlation(store
 
     note = "checkpoint interrupted by controller restart at 2026-09-27T12:00:00Z"
     assert bodies(store) == [
-        ended(
-            "attempt-1",
-            CommandResultKind.CANCELLED,
-            OutcomeReason.CONTROLLER_RESTARTED,
-            note,
-            ["barrier-1"],
+        CommandEndedFactory(
+            command_id="attempt-1",
+            outcome=CommandResultKind.CANCELLED,
+            reason=OutcomeReason.CONTROLLER_RESTARTED,
+            message=note,
+            related_command_ids=["barrier-1"],
         )
     ]
     recovered = store.sessions.get("session-1")
@@ -120,7 +87,9 @@ def test_requested_checkpoint_result_commits_with_metadata_and_only_for_its_owne
 ) -> None:
     checkpointing(store, SessionFactory(id="session-1"), "owner")
     finished = SessionFactory(
-        id="session-1", native_session_id="native-9", checkpoint=archive("verified")
+        id="session-1",
+        native_session_id="native-9",
+        checkpoint=CheckpointMetadataFactory(name="verified"),
     )
 
     with pytest.raises(NotOperationOwner, match="'stale-owner' no longer owns session 'session-1'"):
@@ -147,7 +116,9 @@ def test_requested_checkpoint_result_commits_with_metadata_and_only_for_its_owne
     assert not store.checkpoints.finish_failed(
         finished, "owner", deferred=False, message="late cleanup failure"
     )
-    assert bodies(store) == [ended("owner", CommandResultKind.SUCCEEDED)]
+    assert bodies(store) == [
+        CommandEndedFactory(command_id="owner", outcome=CommandResultKind.SUCCEEDED)
+    ]
     assert store.sessions.get("session-1") == finished
     assert store.checkpoints.get("session-1") is None
 
@@ -157,7 +128,9 @@ def test_checkpoint_failure_and_deferral_are_distinct_and_preserve_previous_arch
     store: Store, deferred: bool
 ) -> None:
     record = SessionFactory(
-        id="session-1", checkpoint=archive("previous"), last_checkpoint_error="old warning"
+        id="session-1",
+        checkpoint=CheckpointMetadataFactory(name="previous"),
+        last_checkpoint_error="old warning",
     )
     checkpointing(store, record, "owner")
     after = record.model_copy(update={"state": SessionState.RUNNING, "checkpoint": None})
@@ -171,15 +144,16 @@ def test_checkpoint_failure_and_deferral_are_distinct_and_preserve_previous_arch
 
     loaded = store.sessions.get("session-1")
     assert loaded is not None
-    assert loaded.checkpoint == archive("previous")
+    assert loaded.checkpoint == CheckpointMetadataFactory(name="previous")
     assert loaded.state is SessionState.RUNNING
     assert loaded.last_checkpoint_error == (
         "old warning" if deferred else "archive verification failed"
     )
-    expected = (
-        ended("owner", CommandResultKind.REJECTED, OutcomeReason.CHECKPOINT_DEFERRED, "diagnostic")
-        if deferred
-        else ended("owner", CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED, "diagnostic")
+    expected = CommandEndedFactory(
+        command_id="owner",
+        outcome=CommandResultKind.REJECTED if deferred else CommandResultKind.FAILED,
+        reason=(OutcomeReason.CHECKPOINT_DEFERRED if deferred else OutcomeReason.CHECKPOINT_FAILED),
+        message="diagnostic",
     )
     assert bodies(store) == [expected]
 

@@ -33,8 +33,6 @@ import pytest
 
 from session_journal import (
     ActivityChanged,
-    ApiActivityDetails,
-    ApiActivityKind,
     ApiActivityState,
     ApiEvent,
     SessionFault,
@@ -42,6 +40,7 @@ from session_journal import (
     SessionState,
     Store,
 )
+from tests.factories import ActivityFactory
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
@@ -92,17 +91,11 @@ def session_id(process: int, thread: int) -> str:
 
 def activity(session: str, counter: int) -> ApiActivityState:
     """A snapshot that differs from every other one this thread records (the label changes)."""
-    return ApiActivityState(
-        state="running",
-        details=ApiActivityDetails(
-            kind=ApiActivityKind.TURN,
-            turn_started_at_ms=BASE_MS,
-            last_activity_at_ms=BASE_MS + counter,
-            label=f"{session}#{counter}",
-        ),
-        is_idle=False,
-        waiting_for_input=False,
-        capacity_retry=False,
+    return ActivityFactory(
+        busy=True,
+        details__turn_started_at_ms=BASE_MS,
+        details__last_activity_at_ms=BASE_MS + counter,
+        details__label=f"{session}#{counter}",
     )
 
 
@@ -273,7 +266,7 @@ def collect(
 
 @pytest.mark.slow
 def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
-    store: Store, url: str
+    store: Store, migrated_url: str
 ) -> None:
     sessions = [
         session_id(writer, thread)
@@ -291,7 +284,7 @@ def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
     writers = [
         context.Process(
             target=writer_process,
-            args=(url, writer, reports, start),
+            args=(migrated_url, writer, reports, start),
             name=f"writer-{writer}",
             daemon=True,
         )
@@ -299,7 +292,7 @@ def test_concurrent_writers_and_a_cursor_follower_see_one_gapless_ordered_log(
     ]
     follower = context.Process(
         target=follower_process,
-        args=(url, reports, start, writers_done),
+        args=(migrated_url, reports, start, writers_done),
         name="follower",
         daemon=True,
     )

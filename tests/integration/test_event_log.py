@@ -9,11 +9,8 @@ import sqlalchemy as sa
 
 from session_journal import (
     ActivityChanged,
-    ApiActivityDetails,
     ApiActivityKind,
-    ApiActivityState,
     ApiEventFilter,
-    CheckpointMetadata,
     InvalidRecord,
     LegacyNotice,
     OutcomeReason,
@@ -23,8 +20,13 @@ from session_journal import (
     StorageError,
     Store,
 )
-from tests.factories import ActivityFactory, SessionFactory
-from tests.helpers import all_events, append_raw, bodies, startup_fault, store_raw_body
+from tests.factories import (
+    ActivityFactory,
+    CheckpointMetadataFactory,
+    SessionFactory,
+    SessionFaultFactory,
+)
+from tests.helpers import all_events, append_raw, bodies, store_raw_body
 
 LAUNCH_FAILURE = "worker bootstrap failed: Connection closed by host"
 
@@ -73,13 +75,17 @@ def test_after_seq_none_tails_from_the_frontier(store: Store) -> None:
 
     store.faults.record_startup_fault("session-1", "again")
     page = store.events.load(after_seq=tail.next_after_seq)
-    assert [(event.seq, event.event) for event in page.events] == [(3, startup_fault("again"))]
+    assert [(event.seq, event.event) for event in page.events] == [
+        (3, SessionFaultFactory(message="again"))
+    ]
     assert page.next_after_seq == 3
 
 
 def test_limit_is_clamped_to_1_through_1000(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
-    append_raw(store, "session-1", startup_fault("bulk").model_dump_json(), count=1005)
+    append_raw(
+        store, "session-1", SessionFaultFactory(message="bulk").model_dump_json(), count=1005
+    )
 
     assert [event.seq for event in store.events.load(after_seq=0, limit=0).events] == [1]
     assert [event.seq for event in store.events.load(after_seq=0, limit=-5).events] == [1]
@@ -94,13 +100,7 @@ def test_limit_is_clamped_to_1_through_1000(store: Store) -> None:
 
 def test_activity_changes_without_repeating_or_reviving_forgotten_sessions(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
-    idle = ApiActivityState(
-        state="running",
-        details=ApiActivityDetails(kind=ApiActivityKind.IDLE, idle_since_ms=100),
-        is_idle=True,
-        waiting_for_input=False,
-        capacity_retry=False,
-    )
+    idle = ActivityFactory(details__kind=ApiActivityKind.IDLE, details__idle_since_ms=100)
     assert store.activity.record([("session-1", idle)], 100) == 1
     assert store.activity.record([("session-1", idle)], 200) == 0
     background = idle.model_copy(deep=True)
@@ -112,13 +112,7 @@ def test_activity_changes_without_repeating_or_reviving_forgotten_sessions(store
     assert store.activity.record([("session-1", background)], 250) == 1
     waiting = background.model_copy(update={"waiting_for_input": True})
     assert store.activity.record([("session-1", waiting)], 300) == 1
-    unknown = ApiActivityState(
-        state="disconnected",
-        details=None,
-        is_idle=False,
-        waiting_for_input=False,
-        capacity_retry=False,
-    )
+    unknown = ActivityFactory(state="disconnected", details=None, is_idle=False)
     assert store.activity.record([("session-1", unknown)], 400) == 1
 
     page = store.events.load(after_seq=0)
@@ -221,9 +215,8 @@ def test_save_upserts_in_place_and_keeps_the_sessions_events(store: Store) -> No
     record = SessionFactory(id="session-1")
     store.sessions.save(record)
     two_events(store)
-    checkpoint = CheckpointMetadata(
+    checkpoint = CheckpointMetadataFactory(
         archive_path="/archives/session-1/1.tar.zst",
-        sha256="a" * 64,
         created_at="2026-11-29T10:00:00Z",
         event_frontier=2,
     )
@@ -274,7 +267,7 @@ def test_any_unicode_and_nul_round_trip_inside_bodies(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     message = 'nul:\x00 snowman:\u2603 clef:\U0001d11e rtl:\u202e quote:" backslash:\\ \u2028'
     store.faults.record_startup_fault("session-1", message)
-    assert bodies(store) == [startup_fault(message)]
+    assert bodies(store) == [SessionFaultFactory(message=message)]
 
 
 def test_an_undecodable_stored_body_is_returned_as_a_legacy_notice(store: Store) -> None:
@@ -285,8 +278,8 @@ def test_an_undecodable_stored_body_is_returned_as_a_legacy_notice(store: Store)
     store.faults.record_startup_fault("session-1", "after")
 
     events = bodies(store)
-    assert events[0] == startup_fault("before")
-    assert events[3] == startup_fault("after")
+    assert events[0] == SessionFaultFactory(message="before")
+    assert events[3] == SessionFaultFactory(message="after")
     mystery, broken = events[1], events[2]
     assert isinstance(mystery, LegacyNotice) and isinstance(broken, LegacyNotice)
     assert (mystery.original_type, mystery.command_id) == ("mystery", "c-1")
@@ -316,7 +309,7 @@ def test_a_deeply_nested_stored_body_does_not_stop_the_feed(store: Store) -> Non
     store.faults.record_startup_fault("session-1", "after")
     events = bodies(store)
     assert isinstance(events[0], LegacyNotice)
-    assert events[1] == startup_fault("after")
+    assert events[1] == SessionFaultFactory(message="after")
 
 
 def test_a_body_that_is_not_one_json_value_cannot_frame_other_events(tmp_path: Path) -> None:
@@ -339,10 +332,10 @@ def test_the_unit_of_work_refuses_bodies_that_are_not_api_events(store: Store) -
         for session_id, body, message in [
             ("session-1", '{"type":"mystery","data":{}}', "not an API event body"),
             ("session-1", "not json", "not an API event body"),
-            ("../x", startup_fault("m").model_dump_json(), "invalid id"),
+            ("../x", SessionFaultFactory(message="m").model_dump_json(), "invalid id"),
         ]:
             with pytest.raises(InvalidRecord, match=message):
                 uow.events.append(session_id, 1, body)
         with pytest.raises(InvalidRecord, match="recorded_at_ms"):
-            uow.events.append("session-1", -1, startup_fault("m").model_dump_json())
+            uow.events.append("session-1", -1, SessionFaultFactory(message="m").model_dump_json())
     assert store.events.latest_seq() == 0

@@ -29,8 +29,8 @@ from session_journal import (
     UnitOfWork,
 )
 from session_journal import write_path as write_path_module
-from tests.factories import SessionFactory
-from tests.helpers import bodies, startup_fault
+from tests.factories import SessionFactory, SessionFaultFactory
+from tests.helpers import bodies
 
 
 class Caller(threading.Thread):
@@ -84,9 +84,9 @@ def test_queued_calls_commit_together_in_queue_order(store: Store) -> None:
     with one_batch(store, calls) as callers:
         assert [caller.outcome for caller in callers] == [True, True, True]
     assert bodies(store) == [
-        startup_fault("a failed"),
-        startup_fault("b failed"),
-        startup_fault("c failed"),
+        SessionFaultFactory(message="a failed"),
+        SessionFaultFactory(message="b failed"),
+        SessionFaultFactory(message="c failed"),
     ]
     assert [event.seq for event in store.events.load(after_seq=0).events] == [1, 2, 3]
 
@@ -107,16 +107,19 @@ def test_a_failing_call_raises_in_its_own_caller_and_the_rest_commit(store: Stor
     assert isinstance(outcomes[1], SessionNotFound)
     assert str(outcomes[1]) == "session 'ghost' does not exist"
     assert isinstance(outcomes[2], LifecycleConflict)
-    assert bodies(store) == [startup_fault("first"), startup_fault("last")]
+    assert bodies(store) == [
+        SessionFaultFactory(message="first"),
+        SessionFaultFactory(message="last"),
+    ]
     assert store.sessions.get("ghost") is None
     assert store.checkpoints.get("busy") is None
 
 
 def test_a_refusal_against_earlier_members_work_is_released_after_the_commit(
-    store: Store, url: str
+    store: Store, migrated_url: str
 ) -> None:
     store.sessions.save(SessionFactory(id="a"))
-    observer = sa.create_engine(url)
+    observer = sa.create_engine(migrated_url)
     seen: list[Any] = []
 
     def fault_then_look() -> bool:
@@ -146,7 +149,7 @@ def test_events_of_a_session_deleted_later_in_the_batch_go_with_it(store: Store)
     ]
     with one_batch(store, calls) as callers:
         assert [caller.outcome for caller in callers] == [True, True, True]
-    assert bodies(store) == [startup_fault("kept")]
+    assert bodies(store) == [SessionFaultFactory(message="kept")]
 
 
 def fail_at_commit(uow: UnitOfWork) -> None:
@@ -181,18 +184,18 @@ def test_a_failed_commit_fails_every_call_of_the_batch_and_the_next_batch_works(
     assert "FOREIGN KEY" in str(outcomes[0]).upper() or "doomed" in str(outcomes[0])
     assert bodies(store) == []
     assert store.faults.record_startup_fault("a", "next batch")
-    assert bodies(store) == [startup_fault("next batch")]
+    assert bodies(store) == [SessionFaultFactory(message="next batch")]
 
 
 def test_a_function_that_does_not_commit_leaves_nothing(store: Store) -> None:
     store.sessions.save(SessionFactory(id="a"))
 
     def append_without_commit(uow: UnitOfWork) -> str:
-        uow.events.append("a", 1, startup_fault("never").model_dump_json())
+        uow.events.append("a", 1, SessionFaultFactory(message="never").model_dump_json())
         return "done"
 
     def append_and_commit(uow: UnitOfWork) -> int:
-        uow.events.append("a", 1, startup_fault("kept").model_dump_json())
+        uow.events.append("a", 1, SessionFaultFactory(message="kept").model_dump_json())
         uow.commit()
         return uow.events.pending_count()
 
@@ -203,7 +206,7 @@ def test_a_function_that_does_not_commit_leaves_nothing(store: Store) -> None:
     with one_batch(store, calls) as callers:
         assert [caller.outcome for caller in callers] == ["done", 1]
     assert store.run_in_unit_of_work(append_without_commit) == "done"  # alone, too
-    assert bodies(store) == [startup_fault("kept")]
+    assert bodies(store) == [SessionFaultFactory(message="kept")]
 
 
 def test_closing_fails_the_queued_calls_and_refuses_new_ones(store: Store) -> None:
@@ -217,7 +220,7 @@ def test_closing_fails_the_queued_calls_and_refuses_new_ones(store: Store) -> No
         wait_until(lambda: write_path.queued() == 3)
         closer.start()
         wait_until(lambda: all(not caller.is_alive() for caller in callers))
-        uow.events.append("a", 1, startup_fault("in the block").model_dump_json())
+        uow.events.append("a", 1, SessionFaultFactory(message="in the block").model_dump_json())
         uow.commit()
     closer.join(30)
     assert [type(caller.outcome) for caller in callers] == [StoreClosed] * 3
@@ -225,16 +228,16 @@ def test_closing_fails_the_queued_calls_and_refuses_new_ones(store: Store) -> No
     with pytest.raises(StoreClosed):
         store.faults.record_startup_fault("a", "after")
     with Store.open(store.url) as reopened:
-        assert bodies(reopened) == [startup_fault("in the block")]
+        assert bodies(reopened) == [SessionFaultFactory(message="in the block")]
 
 
 def test_a_full_queue_makes_a_caller_wait_then_fail_retryably(
-    url: str, monkeypatch: pytest.MonkeyPatch
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(write_path_module, "MAX_QUEUED_CALLS", 1)
     from session_journal import StoreOptions
 
-    with Store.open(url, upgrade=True, options=StoreOptions(busy_timeout_s=0.2)) as store:
+    with Store.open(migrated_url, upgrade=True, options=StoreOptions(busy_timeout_s=0.2)) as store:
         store.sessions.save(SessionFactory(id="a"))
         write_path = store._database.write_path
         first = Caller(lambda: store.faults.record_startup_fault("a", "queued"))
@@ -251,7 +254,7 @@ def test_a_full_queue_makes_a_caller_wait_then_fail_retryably(
             "timeout (0.2 s); retry later"
         )
         assert first.outcome is True
-        assert bodies(store) == [startup_fault("queued")]
+        assert bodies(store) == [SessionFaultFactory(message="queued")]
 
 
 def test_many_threads_lose_nothing_and_share_commits(store: Store) -> None:
@@ -276,7 +279,7 @@ def test_many_threads_lose_nothing_and_share_commits(store: Store) -> None:
     assert [event.seq for event in events] == list(range(1, 321))
     for name in names:  # each thread's appends in its own order
         assert [e.event for e in events if e.session_id == name] == [
-            startup_fault(str(n)) for n in range(20)
+            SessionFaultFactory(message=str(n)) for n in range(20)
         ]
     assert write_path.batches - batches < 320  # 16 threads at once: some batches are shared
 
@@ -298,17 +301,17 @@ def test_a_store_used_in_a_forked_child_gets_its_own_connections(store: Store) -
     assert os.waitstatus_to_exitcode(status) == 0
     assert store.faults.record_startup_fault("a", "parent after")
     assert bodies(store) == [
-        startup_fault("parent before"),
-        startup_fault("child"),
-        startup_fault("parent after"),
+        SessionFaultFactory(message="parent before"),
+        SessionFaultFactory(message="child"),
+        SessionFaultFactory(message="parent after"),
     ]
 
 
-def test_batches_of_two_controllers_locking_in_crossed_order_both_commit(url: str) -> None:
+def test_batches_of_two_controllers_locking_in_crossed_order_both_commit(migrated_url: str) -> None:
     # PostgreSQL: each batch locks one session, then waits for the other batch to lock the
     # other, then asks for it: a deadlock. Its victim is rolled back to its savepoint and queued
     # again, so every call succeeds. (SQLite writers never overlap: the batches run in turn.)
-    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+    with Store.open(migrated_url, upgrade=True) as first, Store.open(migrated_url) as second:
         for name in ("s1", "s2"):
             first.sessions.save(SessionFactory(id=name))
         postgres = first._database.writer.dialect.name == "postgresql"
@@ -392,7 +395,7 @@ def test_a_caller_interrupted_while_queued_withdraws_its_call(store: Store) -> N
         holder.join(30)
     assert store._database.write_path.queued() == 0
     assert store.faults.record_startup_fault("a", "after")
-    assert bodies(store) == [startup_fault("after")]
+    assert bodies(store) == [SessionFaultFactory(message="after")]
 
 
 def test_a_write_started_from_a_function_the_write_path_runs_is_refused(store: Store) -> None:
@@ -410,7 +413,7 @@ def test_a_write_started_from_a_function_the_write_path_runs_is_refused(store: S
     with one_batch(store, calls) as callers:
         assert isinstance(callers[0].outcome, SessionJournalError)
         assert callers[1].outcome is True
-    assert bodies(store) == [startup_fault("ok")]
+    assert bodies(store) == [SessionFaultFactory(message="ok")]
 
 
 def test_closing_the_store_from_a_function_the_write_path_runs_does_not_hang(
@@ -420,7 +423,9 @@ def test_closing_the_store_from_a_function_the_write_path_runs_does_not_hang(
 
     def close_and_append(uow: UnitOfWork) -> str:
         store.close()
-        uow.events.append("a", 1, startup_fault("committed before the close").model_dump_json())
+        uow.events.append(
+            "a", 1, SessionFaultFactory(message="committed before the close").model_dump_json()
+        )
         uow.commit()
         return "closed"
 
@@ -429,7 +434,7 @@ def test_closing_the_store_from_a_function_the_write_path_runs_does_not_hang(
     closer.join(30)
     assert closer.outcome == "closed"
     with Store.open(store.url) as reopened:
-        assert bodies(reopened) == [startup_fault("committed before the close")]
+        assert bodies(reopened) == [SessionFaultFactory(message="committed before the close")]
 
 
 def test_an_event_for_an_unknown_session_fails_only_its_own_call(store: Store) -> None:
@@ -437,7 +442,9 @@ def test_an_event_for_an_unknown_session_fails_only_its_own_call(store: Store) -
 
     def append_to(session_id: str) -> Callable[[UnitOfWork], None]:
         def fn(uow: UnitOfWork) -> None:
-            uow.events.append(session_id, 1, startup_fault(session_id).model_dump_json())
+            uow.events.append(
+                session_id, 1, SessionFaultFactory(message=session_id).model_dump_json()
+            )
             uow.commit()
 
         return fn
@@ -452,7 +459,7 @@ def test_an_event_for_an_unknown_session_fails_only_its_own_call(store: Store) -
     assert outcomes[0] is None and outcomes[2] is None
     assert isinstance(outcomes[1], SessionNotFound)
     assert str(outcomes[1]) == "session 'ghost' does not exist"
-    assert bodies(store) == [startup_fault("a"), startup_fault("a")]
+    assert bodies(store) == [SessionFaultFactory(message="a"), SessionFaultFactory(message="a")]
 
 
 def swallow_then_commit(uow: UnitOfWork) -> str:
@@ -494,7 +501,10 @@ def test_a_function_that_swallows_its_database_error_fails_alone(
         outcomes = [caller.outcome for caller in callers]
     assert outcomes[:position] + outcomes[position + 1 :] == [True, True]
     check_swallowed(store, outcomes[position])
-    assert bodies(store) == [startup_fault("before"), startup_fault("after")]
+    assert bodies(store) == [
+        SessionFaultFactory(message="before"),
+        SessionFaultFactory(message="after"),
+    ]
 
 
 def test_a_lone_function_that_swallows_its_database_error_is_not_acknowledged(
@@ -548,11 +558,14 @@ def test_system_exit_from_a_function_is_raised_in_its_own_caller_only(store: Sto
     with one_batch(store, [catching(call) for call in calls]) as callers:
         assert [caller.outcome for caller in callers] == [True, "exited", True]
     assert results == [3]
-    assert bodies(store) == [startup_fault("first"), startup_fault("last")]
+    assert bodies(store) == [
+        SessionFaultFactory(message="first"),
+        SessionFaultFactory(message="last"),
+    ]
 
 
-def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(url: str) -> None:
-    with Store.open(url, upgrade=True) as store:
+def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(migrated_url: str) -> None:
+    with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
         calls = [
             lambda: store.faults.record_startup_fault("a", "lost"),
@@ -563,7 +576,10 @@ def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(url: str) -> Non
         assert [type(outcome) for outcome in kept] == [StorageError, StorageError]
         from session_journal import StoreOptions
 
-        with Store.open(url, options=StoreOptions(busy_timeout_s=2)) as other:
+        with Store.open(migrated_url, options=StoreOptions(busy_timeout_s=2)) as other:
             assert other.faults.record_startup_fault("a", "another writer")
         assert store.faults.record_startup_fault("a", "same store")
-        assert bodies(store) == [startup_fault("another writer"), startup_fault("same store")]
+        assert bodies(store) == [
+            SessionFaultFactory(message="another writer"),
+            SessionFaultFactory(message="same store"),
+        ]

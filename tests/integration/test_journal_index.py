@@ -10,17 +10,14 @@ import pytest
 
 from session_journal import InvalidRecord, SessionJournalError, StorageError, Store
 from session_journal.journal import (
-    AssistantMsg,
     IndexRow,
     JournalWriter,
-    Message,
-    MessageRole,
     ProjectIndex,
     Redactor,
     SessionStats,
     WatchWarn,
 )
-from tests.journal_fixtures import envelope, flow_start, user_msg
+from tests.factories import JournalEnvelopeFactory, assistant_msg, flow_start, user_msg
 
 
 def write(store: Store, directory: Path, session_id: str, *envelopes: object) -> JournalWriter:
@@ -55,11 +52,6 @@ def test_a_user_message_is_found_by_full_text_search(store: Store, tmp_path: Pat
     assert hit.ts == "2026-11-29T12:00:01Z"
 
 
-def message(seq: int, text: str, role: MessageRole = MessageRole.ASSISTANT) -> object:
-    body = Message.from_text("turn-1", role, text)
-    return envelope(seq, AssistantMsg(turn_id="turn-1", flow_run_id=None, message=body))
-
-
 @pytest.fixture
 def indexed(store: Store, tmp_path: Path) -> Store:
     write(
@@ -67,9 +59,9 @@ def indexed(store: Store, tmp_path: Path) -> Store:
         tmp_path,
         "session-1",
         user_msg(1, "the quick brown fox jumps over the lazy dog"),
-        message(2, "brown bread and quick coffee"),
-        message(3, "fox fox fox: a report about foxes, the fox and more fox"),
-        envelope(4, WatchWarn(message="disk almost full: 95% used")),
+        assistant_msg(2, "brown bread and quick coffee"),
+        assistant_msg(3, "fox fox fox: a report about foxes, the fox and more fox"),
+        JournalEnvelopeFactory(seq=4, event=WatchWarn(message="disk almost full: 95% used")),
         user_msg(5, 'He said "OR NEAR(x) -y *" verbatim; c++ & c# too'),
     )
     write(store, tmp_path, "session-2", user_msg(1, "a quick brown fox in another session"))

@@ -12,8 +12,8 @@ import pytest
 
 from session_journal import ApiEvent, ApiEventPage, LegacyNotice, SessionFault, Store
 from session_journal import events as events_module
-from tests.factories import SessionFactory
-from tests.helpers import startup_fault, store_raw_body
+from tests.factories import SessionFactory, SessionFaultFactory
+from tests.helpers import store_raw_body
 
 
 def first_event(store: Store) -> ApiEvent:
@@ -33,14 +33,14 @@ def test_a_page_event_decodes_on_first_read_and_keeps_that_body(store: Store) ->
     event = first_event(store)
     assert "event" not in event.__dict__  # nothing decoded by paging
     body = event.event
-    assert body == startup_fault("image pull failed")
+    assert body == SessionFaultFactory(message="image pull failed")
     assert event.event is body  # decoded once
 
 
 def test_dumps_equality_repr_and_iteration_decode_first(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     store.faults.record_startup_fault("session-1", "image pull failed")
-    expected = built(first_event(store), startup_fault("image pull failed"))
+    expected = built(first_event(store), SessionFaultFactory(message="image pull failed"))
     wrapped = {"type": "session_fault", "data": expected.event.model_dump(mode="json")["data"]}
 
     assert first_event(store).model_dump(mode="json")["event"] == wrapped
@@ -59,7 +59,7 @@ def test_dumps_equality_repr_and_iteration_decode_first(store: Store) -> None:
 def test_copies_and_pickles_of_an_undecoded_event_decode_alike(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     store.faults.record_startup_fault("session-1", "image pull failed")
-    expected = built(first_event(store), startup_fault("image pull failed"))
+    expected = built(first_event(store), SessionFaultFactory(message="image pull failed"))
     for duplicate in (
         copy.copy(first_event(store)),
         copy.deepcopy(first_event(store)),
@@ -78,7 +78,9 @@ def test_a_shallow_copy_shares_the_body_as_a_built_event_would(store: Store) -> 
         duplicate = make_copy(event)
         assert duplicate.event is event.event
     pickled = pickle.loads(pickle.dumps(first_event(store)))
-    assert pickled.__getstate__()["__dict__"]["event"] == startup_fault("image pull failed")
+    assert pickled.__getstate__()["__dict__"]["event"] == SessionFaultFactory(
+        message="image pull failed"
+    )
 
 
 def test_each_event_has_its_own_fields_set(store: Store) -> None:
@@ -96,7 +98,7 @@ def test_an_assignment_made_while_the_body_decodes_wins(
     # What another thread could do between the check and the store of a first decode.
     store.sessions.save(SessionFactory(id="session-1"))
     store.faults.record_startup_fault("session-1", "image pull failed")
-    event, assigned = first_event(store), startup_fault("assigned")
+    event, assigned = first_event(store), SessionFaultFactory(message="assigned")
 
     def decode_while_assigned(body: str) -> object:
         event.event = assigned
@@ -110,7 +112,7 @@ def test_an_assignment_made_while_the_body_decodes_wins(
 def test_a_replaced_body_wins_over_the_stored_one(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     store.faults.record_startup_fault("session-1", "image pull failed")
-    replacement = startup_fault("replaced")
+    replacement = SessionFaultFactory(message="replaced")
     updated = first_event(store).model_copy(update={"event": replacement})
     assert updated.event == replacement
     assert updated == built(updated, replacement)
@@ -148,7 +150,7 @@ def test_threads_reading_one_page_see_equal_bodies(store: Store) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    expected = [startup_fault(f"fault {index}") for index in range(200)]
+    expected = [SessionFaultFactory(message=f"fault {index}") for index in range(200)]
     assert seen == [expected] * 4
 
 

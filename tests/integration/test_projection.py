@@ -35,9 +35,8 @@ from session_journal.relay import (
     RuntimeFault,
     System,
 )
-from tests.factories import SessionFactory
+from tests.factories import RelayChainFactory, SessionFactory, relay_turn
 from tests.helpers import all_events
-from tests.relay_fixtures import turn
 
 
 @pytest.fixture
@@ -55,9 +54,9 @@ def kinds(events: list[ApiEvent]) -> list[str]:
 
 
 def test_a_failed_page_leaves_nothing_then_applies_once_and_survives_reopening(
-    store: Store, session: str, url: str
+    store: Store, session: str, migrated_url: str
 ) -> None:
-    events = RelayChain().extend(turn(), recorded_at_ms=100)
+    events = RelayChainFactory()
     tampered = events[2].model_copy(update={"recorded_at_ms": 101})  # digest no longer matches
     with pytest.raises(ChainBroken, match="digest does not match"):
         store.projection.apply(session, [*events[:2], tampered])
@@ -79,7 +78,7 @@ def test_a_failed_page_leaves_nothing_then_applies_once_and_survives_reopening(
     assert store.projection.apply(session, [events[2]]) == 0
     assert store.projection.apply(session, events) == 0
     assert len(all_events(store)) == 2
-    with Store.open(url) as reopened:
+    with Store.open(migrated_url) as reopened:
         assert reopened.projection.load(session) == current
 
 
@@ -97,7 +96,7 @@ def test_a_question_its_answer_and_the_completion(store: Store, session: str) ->
             },
         },
     )
-    observations = turn()
+    observations = relay_turn()
     observations[0].command.prompt.append(  # type: ignore[union-attr]
         ContentBlock(type="text", text="Inspect the chosen directory")
     )
@@ -141,7 +140,7 @@ def test_a_question_its_answer_and_the_completion(store: Store, session: str) ->
 def test_a_provider_error_is_a_failed_turn_that_keeps_its_command(
     store: Store, session: str
 ) -> None:
-    page(store, RelayChain(), turn("provider_error"))
+    page(store, RelayChain(), relay_turn("provider_error"))
     events = all_events(store)
     assert len(events) == 2
     ended = events[1].event
@@ -154,8 +153,8 @@ def test_a_provider_error_is_a_failed_turn_that_keeps_its_command(
 @pytest.mark.parametrize(
     ("terminal", "kind", "reason"),
     [
-        (turn("Cancelled")[2], TurnResultKind.CANCELLED, None),
-        (turn("QuotaLimit")[2], TurnResultKind.FAILED, None),
+        (relay_turn("Cancelled")[2], TurnResultKind.CANCELLED, None),
+        (relay_turn("QuotaLimit")[2], TurnResultKind.FAILED, None),
         (
             CommandRejected(
                 command_id="prompt-1",
@@ -185,7 +184,7 @@ def test_terminal_prompt_results_are_semantic_and_not_duplicate_error_events(
     kind: TurnResultKind,
     reason: OutcomeReason | None,
 ) -> None:
-    page(store, RelayChain(), [*turn()[:2], terminal])
+    page(store, RelayChain(), [*relay_turn()[:2], terminal])
     events = all_events(store)
     assert kinds(events) == ["turn_started", "turn_ended"]
     ended = events[1].event
@@ -196,7 +195,7 @@ def test_terminal_prompt_results_are_semantic_and_not_duplicate_error_events(
 
 def test_a_runtime_fault_does_not_rewrite_a_completed_turn(store: Store, session: str) -> None:
     chain = RelayChain()
-    page(store, chain, turn())
+    page(store, chain, relay_turn())
     page(
         store,
         chain,
@@ -220,7 +219,7 @@ def test_checkpoint_cleanup_does_not_end_a_turn_or_hide_control_failure(
     store: Store, session: str
 ) -> None:
     chain = RelayChain()
-    page(store, chain, turn()[:2])
+    page(store, chain, relay_turn()[:2])
     for command_id, reason in [
         ("arbitrary-one", OutcomeReason.CONTROLLER_DISCONNECTED),
         ("arbitrary-two", OutcomeReason.OWNER_LOST_ON_RESTART),
@@ -256,7 +255,7 @@ def test_checkpoint_cleanup_does_not_end_a_turn_or_hide_control_failure(
     texts = [item.body.text for item in current.transcript if isinstance(item.body, System)]
     assert texts == ["Cannot save recovery floor"]
 
-    page(store, chain, [turn()[2]])
+    page(store, chain, [relay_turn()[2]])
     events = all_events(store)
     assert len(events) == 5
     for event, command_id in zip(events[1:3], ["arbitrary-one", "arbitrary-two"], strict=True):
@@ -279,7 +278,7 @@ def test_a_completed_control_command_succeeds_without_touching_the_turn(
     store: Store, session: str
 ) -> None:
     chain = RelayChain()
-    page(store, chain, turn()[:2])
+    page(store, chain, relay_turn()[:2])
     page(
         store,
         chain,

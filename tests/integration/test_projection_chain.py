@@ -26,22 +26,20 @@ from session_journal.relay import (
     ElicitationResolved,
     PromptCommand,
     PromptOutcome,
-    RelayChain,
     RelayEvent,
     RelayObservation,
     RuntimeFault,
     relay_event_digest,
 )
-from tests.factories import SessionFactory
+from tests.factories import RelayChainFactory, SessionFactory, relay_turn
 from tests.helpers import all_events
-from tests.relay_fixtures import turn
 
 
 @pytest.fixture
 def applied(store: Store) -> tuple[Store, list[RelayEvent]]:
     """A session with one turn applied (ordinals 1-3)."""
     store.sessions.save(SessionFactory(id="session-1"))
-    events = RelayChain().extend(turn(), recorded_at_ms=100)
+    events = RelayChainFactory()
     store.projection.apply("session-1", events)
     return store, events
 
@@ -54,8 +52,12 @@ def unchanged(store: Store, events: list[RelayEvent]) -> None:
 
 
 def next_event(events: list[RelayEvent], **changes: Any) -> RelayEvent:
-    chain = RelayChain(ordinal=3, digest=events[2].digest)
-    event = chain.append(AgentMessage(message_id="m", text="hello"), recorded_at_ms=200)
+    [event] = RelayChainFactory(
+        ordinal=3,
+        digest=events[2].digest,
+        observations=[AgentMessage(message_id="m", text="hello")],
+        recorded_at_ms=200,
+    )
     return event.model_copy(update=changes)
 
 
@@ -88,7 +90,7 @@ def test_a_different_event_at_the_frontier_is_chain_broken(
     applied: tuple[Store, list[RelayEvent]],
 ) -> None:
     store, events = applied
-    other = RelayChain().extend(turn("refusal"), recorded_at_ms=100)[2]
+    other = RelayChainFactory(observations=relay_turn("refusal"))[2]
     with pytest.raises(ChainBroken, match="ordinal 3 was applied with digest"):
         store.projection.apply("session-1", [other])
     unchanged(store, events)
@@ -107,8 +109,7 @@ def test_a_broken_event_rolls_back_the_valid_ones_before_it(
     applied: tuple[Store, list[RelayEvent]],
 ) -> None:
     store, events = applied
-    chain = RelayChain(ordinal=3, digest=events[2].digest)
-    good = chain.extend(turn(), recorded_at_ms=300)
+    good = RelayChainFactory(ordinal=3, digest=events[2].digest, recorded_at_ms=300)
     bad = good[2].model_copy(update={"digest": "0" * 64})
     with pytest.raises(ChainBroken):
         store.projection.apply("session-1", [*good[:2], bad])
@@ -244,7 +245,7 @@ def test_any_split_with_redeliveries_equals_one_page(
     once, paged = f"once-{run}", f"paged-{run}"
     for session_id in (once, paged):
         store.sessions.save(SessionFactory(id=session_id))
-    events = RelayChain().extend(sequence, recorded_at_ms=100)
+    events = RelayChainFactory(observations=sequence)
     assert store.projection.apply(once, events) == len(events)
 
     bounds = sorted({0, len(events), *(cut for cut in cuts if cut < len(events))})
@@ -267,11 +268,16 @@ def test_any_split_with_redeliveries_equals_one_page(
     assert outcome(paged) == outcome(once)
 
 
-def test_two_controllers_applying_the_same_chain_at_once_apply_each_event_once(url: str) -> None:
-    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+def test_two_controllers_applying_the_same_chain_at_once_apply_each_event_once(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url, upgrade=True) as first, Store.open(migrated_url) as second:
         first.sessions.save(SessionFactory(id="session-1"))
-        events = RelayChain().extend(
-            [AgentMessage(message_id=f"m{n}", text=f"message {n}") for n in range(60)] + turn(),
+        events = RelayChainFactory(
+            observations=[
+                *(AgentMessage(message_id=f"m{n}", text=f"message {n}") for n in range(60)),
+                *relay_turn(),
+            ],
             recorded_at_ms=1,
         )
         barrier = threading.Barrier(2)

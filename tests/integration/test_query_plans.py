@@ -11,8 +11,8 @@ import sqlalchemy as sa
 
 from session_journal import Store
 from session_journal.repositories.events import _PAGE_QUERIES
-from tests.factories import SessionFactory
-from tests.helpers import append_raw, startup_fault
+from tests.factories import SessionFactory, SessionFaultFactory
+from tests.helpers import append_raw
 
 PARAMS = {"after_seq": 100, "limit": 100, "session_id": "s-3", "workspace_id": "w-1"}
 
@@ -38,7 +38,7 @@ def plan(store: Store, by_session: bool, by_workspace: bool) -> str:
 def big_store(store: Store) -> Store:
     for n in range(10):
         store.sessions.save(SessionFactory(id=f"s-{n}", workspace_id=f"w-{n % 5}"))
-    body = startup_fault("x" * 200).model_dump_json()
+    body = SessionFaultFactory(message="x" * 200).model_dump_json()
     for n in range(10):
         append_raw(store, f"s-{n}", body, count=500)
     return store

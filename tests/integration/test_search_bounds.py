@@ -19,7 +19,7 @@ from session_journal.repositories.project_events import (
     headline_tsquery_sql,
     tsquery_sql,
 )
-from tests.journal_fixtures import user_msg
+from tests.factories import user_msg
 
 
 @pytest.fixture

@@ -38,8 +38,8 @@ def calls(store: Store) -> dict[str, Callable[[], object]]:
     }
 
 
-def test_every_call_after_close_raises_store_closed(url: str) -> None:
-    store = Store.open(url, upgrade=True)
+def test_every_call_after_close_raises_store_closed(migrated_url: str) -> None:
+    store = Store.open(migrated_url, upgrade=True)
     store.sessions.save(SessionFactory(id="session-1"))
     store.close()
     refused = {}
@@ -51,13 +51,13 @@ def test_every_call_after_close_raises_store_closed(url: str) -> None:
     store.close()  # a second close is harmless
     database = store._database
     assert (database.reader.pool.checkedin(), database.writer.pool.checkedin()) == (0, 0)
-    with Store.open(url) as reopened:  # nothing was written after the close
+    with Store.open(migrated_url) as reopened:  # nothing was written after the close
         assert reopened.sessions.get("session-1") == SessionFactory(id="session-1")
         assert reopened.events.latest_seq() == 0
 
 
-def test_leaving_the_with_block_closes_the_store(url: str) -> None:
-    with Store.open(url, upgrade=True) as store:
+def test_leaving_the_with_block_closes_the_store(migrated_url: str) -> None:
+    with Store.open(migrated_url, upgrade=True) as store:
         assert store.events.latest_seq() == 0
     with pytest.raises(StoreClosed):
         store.events.latest_seq()

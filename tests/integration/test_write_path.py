@@ -17,8 +17,8 @@ from session_journal import (
     StoreOptions,
 )
 from session_journal.unit_of_work import UnitOfWork
-from tests.factories import ActivityFactory, SessionFactory
-from tests.helpers import bodies, startup_fault
+from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
+from tests.helpers import bodies
 
 
 def test_a_sqlite_writer_that_waits_past_the_busy_timeout_gets_a_storage_error(
@@ -70,8 +70,10 @@ def test_an_activity_batch_that_fails_midway_writes_nothing(
     assert store.activity.get("a") is None
 
 
-def test_two_controllers_saving_the_same_new_failed_session_emit_one_fault(url: str) -> None:
-    with Store.open(url, upgrade=True) as first, Store.open(url) as second:
+def test_two_controllers_saving_the_same_new_failed_session_emit_one_fault(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url, upgrade=True) as first, Store.open(migrated_url) as second:
         barrier = threading.Barrier(2)
         errors: list[BaseException] = []
 
@@ -111,20 +113,25 @@ def drop_writer_connection(store: Store, url: str) -> None:
 
 
 def test_a_write_on_a_dropped_connection_fails_once_then_writes_reconnect(
-    store: Store, url: str
+    store: Store, migrated_url: str
 ) -> None:
     store.sessions.save(SessionFactory(id="s"))
     assert store.faults.record_startup_fault("s", "before")
-    drop_writer_connection(store, url)
+    drop_writer_connection(store, migrated_url)
 
     with pytest.raises(StorageError, match="record startup fault of 's' failed"):
         store.faults.record_startup_fault("s", "lost")
     assert store.faults.record_startup_fault("s", "after")
-    assert bodies(store) == [startup_fault("before"), startup_fault("after")]
+    assert bodies(store) == [
+        SessionFaultFactory(message="before"),
+        SessionFaultFactory(message="after"),
+    ]
 
 
 def append_fault(uow: UnitOfWork, message: str) -> bool:
-    return uow.events.append_if_session_exists("s", 1, startup_fault(message).model_dump_json())
+    return uow.events.append_if_session_exists(
+        "s", 1, SessionFaultFactory(message=message).model_dump_json()
+    )
 
 
 def test_an_append_after_commit_that_is_never_committed_is_not_written(store: Store) -> None:
@@ -132,10 +139,10 @@ def test_an_append_after_commit_that_is_never_committed_is_not_written(store: St
     with store.unit_of_work() as uow:
         uow.commit()
         assert uow.events.append_if_session_exists(
-            "s", 1, startup_fault("never committed").model_dump_json()
+            "s", 1, SessionFaultFactory(message="never committed").model_dump_json()
         )
     assert store.faults.record_startup_fault("s", "later")
-    assert bodies(store) == [startup_fault("later")]
+    assert bodies(store) == [SessionFaultFactory(message="later")]
 
 
 def test_what_a_unit_of_work_does_to_its_connection_stays_in_it(store: Store) -> None:
@@ -145,13 +152,13 @@ def test_what_a_unit_of_work_does_to_its_connection_stays_in_it(store: Store) ->
         uow.connection.execution_options(isolation_level="AUTOCOMMIT")
     with pytest.raises(RuntimeError), store.unit_of_work() as uow:
         assert uow.events.append_if_session_exists(
-            "s", 1, startup_fault("rolled back").model_dump_json()
+            "s", 1, SessionFaultFactory(message="rolled back").model_dump_json()
         )
         raise RuntimeError("the caller gives up before commit()")
     with store.unit_of_work() as uow:
         uow.connection.close()
     assert store.faults.record_startup_fault("s", "after")
-    assert bodies(store) == [startup_fault("after")]
+    assert bodies(store) == [SessionFaultFactory(message="after")]
 
 
 def test_closing_the_store_during_a_write_waits_for_it_and_keeps_no_connection(
@@ -165,7 +172,7 @@ def test_closing_the_store_during_a_write_waits_for_it_and_keeps_no_connection(
             inside.set()
             release.wait(10)
             uow.events.append_if_session_exists(
-                "s", 1, startup_fault("in flight").model_dump_json()
+                "s", 1, SessionFaultFactory(message="in flight").model_dump_json()
             )
             uow.commit()
 

@@ -24,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from session_journal.journal import JournalWriter, SessionStats
 from tests.journal._disk import REPO_ROOT, expected_json, make_envelope, read_events
 
@@ -147,6 +149,7 @@ def check_session(session: Path) -> list[int]:
     return seqs
 
 
+@pytest.mark.slow
 def test_sigkill_mid_stream_leaves_whole_lines_after_the_next_open(tmp_path: Path) -> None:
     session = tmp_path / "session"
     rng = random.Random()

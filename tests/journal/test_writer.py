@@ -17,7 +17,7 @@ from session_journal.journal import (
     Redactor,
     SessionStats,
 )
-from tests.journal_fixtures import envelope, flow_start, user_msg
+from tests.factories import JournalEnvelopeFactory, flow_start, user_msg
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -53,7 +53,11 @@ def test_five_events_become_five_json_lines_with_matching_stats(tmp_path: Path) 
 def test_a_flow_end_with_an_errored_status(tmp_path: Path) -> None:
     status = FlowStatus(kind="errored", message="tool crashed")
     with JournalWriter(tmp_path) as writer:
-        writer.send(envelope(1, FlowEnd(run_id="run-1", flow_name="build", status=status)))
+        writer.send(
+            JournalEnvelopeFactory(
+                seq=1, event=FlowEnd(run_id="run-1", flow_name="build", status=status)
+            )
+        )
     [line] = lines(writer.events_path)
     assert line["status"] == {"kind": "errored", "message": "tool crashed"}
 
@@ -133,7 +137,7 @@ def test_events_still_queued_at_interpreter_exit_are_written(tmp_path: Path) -> 
     script = (
         "import sys\n"
         "from session_journal.journal import JournalWriter\n"
-        "from tests.journal_fixtures import flow_start\n"
+        "from tests.factories import flow_start\n"
         "writer = JournalWriter(sys.argv[1])\n"
         "for seq in range(1, 501):\n"
         "    writer.send(flow_start(seq))\n"

@@ -21,10 +21,8 @@ from session_journal import (
     Store,
     migrations,
 )
-from session_journal.relay import RelayChain
-from tests.factories import ActivityFactory, SessionFactory
+from tests.factories import ActivityFactory, RelayChainFactory, SessionFactory
 from tests.helpers import table_counts
-from tests.relay_fixtures import turn
 
 TABLES = [
     "sessions",
@@ -172,7 +170,7 @@ def populate_every_table(store: Store) -> None:
     store.activity.record([("s1", ActivityFactory())], 1)
     store.faults.record_startup_fault("s2", "boom")
     store.checkpoints.begin(SessionFactory(id="s1", state=SessionState.CHECKPOINTING), "op-1")
-    store.projection.apply("s1", RelayChain().extend(turn(), recorded_at_ms=1))
+    store.projection.apply("s1", RelayChainFactory(recorded_at_ms=1))
 
 
 def test_base_head_base_head_with_data_in_every_table(url: str) -> None:
@@ -268,6 +266,7 @@ def test_a_revision_that_breaks_a_foreign_key_is_rolled_back_on_sqlite(tmp_path:
     assert migrations.status(sa.create_engine(url)).revision == "0001_initial"
 
 
+@pytest.mark.slow
 def test_concurrent_upgrades_serialise(url: str) -> None:
     context = multiprocessing.get_context("spawn")
     with context.Pool(3) as pool:

@@ -35,9 +35,8 @@ from session_journal import (
     SessionState,
     Store,
 )
-from tests.factories import SessionFactory
+from tests.factories import CheckpointMetadataFactory, CommandEndedFactory, SessionFactory
 from tests.helpers import bodies
-from tests.integration.test_checkpoints import archive, ended
 from tests.reliability import children
 from tests.reliability.harness import Workers, rounds
 
@@ -50,10 +49,10 @@ NOTE = f"checkpoint interrupted by controller restart at {RESTART}"
 
 
 def test_of_racing_begins_exactly_one_opens_the_operation(
-    store: Store, url: str, workers: Workers, rng: random.Random
+    store: Store, migrated_url: str, workers: Workers, rng: random.Random
 ) -> None:
     barrier = workers.barrier(RACERS)
-    racers = [workers.start(f"racer-{n}", url, barrier) for n in range(RACERS)]
+    racers = [workers.start(f"racer-{n}", migrated_url, barrier) for n in range(RACERS)]
     winners = Counter[int]()
     for round_ in range(rounds(4)):
         session = f"session-{round_}"
@@ -78,30 +77,33 @@ def test_of_racing_begins_exactly_one_opens_the_operation(
 
 
 OUTCOMES = {
-    "succeeded": ended("owner", CommandResultKind.SUCCEEDED),
-    "failed": ended(
-        "owner", CommandResultKind.FAILED, OutcomeReason.CHECKPOINT_FAILED, "failed by the owner"
+    "succeeded": CommandEndedFactory(command_id="owner", outcome=CommandResultKind.SUCCEEDED),
+    "failed": CommandEndedFactory(
+        command_id="owner",
+        outcome=CommandResultKind.FAILED,
+        reason=OutcomeReason.CHECKPOINT_FAILED,
+        message="failed by the owner",
     ),
-    "deferred": ended(
-        "owner",
-        CommandResultKind.REJECTED,
-        OutcomeReason.CHECKPOINT_DEFERRED,
-        "deferred by the owner",
+    "deferred": CommandEndedFactory(
+        command_id="owner",
+        outcome=CommandResultKind.REJECTED,
+        reason=OutcomeReason.CHECKPOINT_DEFERRED,
+        message="deferred by the owner",
     ),
 }
 
 
 def test_recovery_racing_the_owners_finish_never_overrides_a_reported_outcome(
-    store: Store, url: str, workers: Workers, rng: random.Random
+    store: Store, migrated_url: str, workers: Workers, rng: random.Random
 ) -> None:
     barrier = workers.barrier(2)
-    owner = workers.start("owner", url, barrier)
-    recoverer = workers.start("recoverer", url, barrier)
+    owner = workers.start("owner", migrated_url, barrier)
+    recoverer = workers.start("recoverer", migrated_url, barrier)
     tally = Counter[tuple[str, str]]()
     for round_ in range(rounds(12)):
         outcome = list(OUTCOMES)[round_ % len(OUTCOMES)]
         session = f"session-{round_}"
-        previous = SessionFactory(id=session, checkpoint=archive("previous"))
+        previous = SessionFactory(id=session, checkpoint=CheckpointMetadataFactory(name="previous"))
         store.sessions.save(previous)
         store.checkpoints.begin(
             previous.model_copy(update={"state": SessionState.CHECKPOINTING}), "owner"
@@ -109,7 +111,9 @@ def test_recovery_racing_the_owners_finish_never_overrides_a_reported_outcome(
         saved = previous.model_copy(
             update={
                 "native_session_id": f"native-{round_}",
-                "checkpoint": archive(f"new-{round_}") if outcome == "succeeded" else None,
+                "checkpoint": CheckpointMetadataFactory(name=f"new-{round_}")
+                if outcome == "succeeded"
+                else None,
                 "last_checkpoint_error": "archive upload failed" if outcome == "failed" else None,
             }
         )
@@ -136,8 +140,11 @@ def test_recovery_racing_the_owners_finish_never_overrides_a_reported_outcome(
                 update={"last_checkpoint_error": NOTE}
             )
             assert round_bodies == [
-                ended(
-                    "owner", CommandResultKind.CANCELLED, OutcomeReason.CONTROLLER_RESTARTED, NOTE
+                CommandEndedFactory(
+                    command_id="owner",
+                    outcome=CommandResultKind.CANCELLED,
+                    reason=OutcomeReason.CONTROLLER_RESTARTED,
+                    message=NOTE,
                 )
             ]
         assert store.checkpoints.get(session) is None

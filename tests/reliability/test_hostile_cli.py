@@ -20,7 +20,7 @@ import pytest
 from session_journal import Store
 from tests.factories import SessionFactory
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 NOT_UTF8 = b"\xff\xfe\xc3\x28"
 REFUSED = {1, 2}
@@ -41,10 +41,12 @@ CASES: dict[str, tuple[list[str | bytes], set[int]]] = {
 }
 
 
-def test_hostile_arguments_never_end_in_a_traceback(store: Store, url: str, tmp_path: Path) -> None:
+def test_hostile_arguments_never_end_in_a_traceback(
+    store: Store, migrated_url: str, tmp_path: Path
+) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     store.faults.record_startup_fault("session-1", "image pull failed")
-    command = [Path(sys.executable).with_name("session-journal"), "--url", url]
+    command = [Path(sys.executable).with_name("session-journal"), "--url", migrated_url]
 
     running = {
         name: subprocess.Popen(

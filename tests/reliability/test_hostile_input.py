@@ -26,16 +26,13 @@ from hypothesis import strategies as st
 
 from session_journal import (
     ActivityChanged,
-    ApiActivityDetails,
-    ApiActivityKind,
-    ApiActivityState,
     ApiEvent,
     InvalidRecord,
     SessionFault,
     Store,
 )
 from session_journal.events import EVENT_DATA
-from tests.factories import SessionFactory
+from tests.factories import ActivityDetailsFactory, ActivityFactory, SessionFactory
 from tests.helpers import all_events
 from tests.reliability.harness import HYPOTHESIS, any_text
 
@@ -104,9 +101,9 @@ hostile_bodies = st.one_of(
 
 
 @pytest.fixture
-def raw(url: str) -> Iterator[sa.Connection]:
+def raw(migrated_url: str) -> Iterator[sa.Connection]:
     """A plain connection, to read the stored text of a body."""
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(migrated_url)
     try:
         with engine.connect() as connection:
             yield connection
@@ -215,15 +212,9 @@ def test_text_given_to_the_services_is_stored_exactly_or_refused(
     # An activity label: a JSON column, and an activity event.
     before = store.events.latest_seq()
     previous = store.activity.get(SESSION)
-    activity = ApiActivityState(
-        state="running",
-        details=ApiActivityDetails.model_construct(
-            kind=ApiActivityKind.TURN, turn_started_at_ms=1, last_activity_at_ms=2, label=text
-        ),
-        is_idle=False,
-        waiting_for_input=False,
-        capacity_retry=False,
-    )
+    # The label is not validated here (`model_copy`): the service must be the one to refuse it.
+    details = ActivityDetailsFactory.build(turn=True).model_copy(update={"label": text})
+    activity = ActivityFactory(busy=True, details=details)
     try:
         appended = store.activity.record([(SESSION, activity)], 1)
     except InvalidRecord:

@@ -48,7 +48,7 @@ from tests.reliability.harness import (
     wait_disconnected,
 )
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 OLD = "0001_initial"
 SESSIONS = 40

@@ -36,7 +36,7 @@ from tests.reliability.harness import (
     wait_for,
 )
 
-pytestmark = pytest.mark.reliability
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 LONGEST_RUN_S = 0.4  # the kill comes up to this long after the first acknowledgement
 
@@ -53,7 +53,12 @@ def whole_commits(session: str, messages: list[str]) -> int:
 
 
 def test_a_writer_killed_at_any_moment_loses_no_acknowledged_event(
-    backend: str, url: str, store: Store, workers: Workers, rng: random.Random, tmp_path: Path
+    backend: str,
+    migrated_url: str,
+    store: Store,
+    workers: Workers,
+    rng: random.Random,
+    tmp_path: Path,
 ) -> None:
     unacknowledged_commits = []
     for round_ in range(rounds(3)):
@@ -61,17 +66,17 @@ def test_a_writer_killed_at_any_moment_loses_no_acknowledged_event(
         store.sessions.save(SessionFactory(id=session))
         start = store.events.latest_seq()
         acks_path = tmp_path / f"{session}.acks"
-        child_url, name = named_url(url, session)
+        child_url, name = named_url(migrated_url, session)
 
         writer = workers.start(session, child_url)
         writer.send(children.append_until_killed, session, str(acks_path))
         wait_for(lambda path=acks_path: bool(read_acks(path)), "the writer's first commit")
         time.sleep(rng.uniform(0, LONGEST_RUN_S))
         writer.kill()
-        wait_disconnected(url, name)
+        wait_disconnected(migrated_url, name)
 
         acks = read_acks(acks_path)
-        with Store.open(url) as reopened:
+        with Store.open(migrated_url) as reopened:
             log = children.logged(reopened, after_seq=start)
             assert [seq for seq, _, _ in log] == list(range(start + 1, start + len(log) + 1))
             assert {owner for _, owner, _ in log} == {session}
@@ -85,5 +90,5 @@ def test_a_writer_killed_at_any_moment_loses_no_acknowledged_event(
             assert children.logged(reopened, after_seq=start + len(log)) == [
                 (start + len(log) + 1, session, "after the kill")
             ]
-        assert_sound(backend, url)
+        assert_sound(backend, migrated_url)
     print(f"commits cut off before their acknowledgement, per round: {unacknowledged_commits}")

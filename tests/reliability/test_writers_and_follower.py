@@ -37,11 +37,11 @@ COMMITS = range(30)  # 50 events per writer: 20 single faults and 10 units of wo
 
 
 def test_a_follower_sees_every_acknowledged_event_of_concurrent_writers_once_in_order(
-    store: Store, url: str, workers: Workers, rng: random.Random, tmp_path: Path
+    store: Store, migrated_url: str, workers: Workers, rng: random.Random, tmp_path: Path
 ) -> None:
     barrier = workers.barrier(WRITERS)
-    writers = [workers.start(f"writer-{n}", url, barrier) for n in range(WRITERS)]
-    follower = workers.start("follower", url)
+    writers = [workers.start(f"writer-{n}", migrated_url, barrier) for n in range(WRITERS)]
+    follower = workers.start("follower", migrated_url)
 
     for round_ in range(rounds(2)):
         sessions = [f"round-{round_}-writer-{n}" for n in range(WRITERS)]

@@ -23,7 +23,7 @@ from session_journal.relay import (
     relay_event_digest,
     turn_result_kind,
 )
-from tests.relay_fixtures import turn
+from tests.factories import relay_turn
 
 SCHEMA = {
     "type": "object",
@@ -78,7 +78,7 @@ def test_the_json_form_and_the_digest() -> None:
 
 def test_the_chain_builder_links_events() -> None:
     chain = RelayChain()
-    events = chain.extend(turn(), recorded_at_ms=5)
+    events = chain.extend(relay_turn(), recorded_at_ms=5)
     assert [event.ordinal for event in events] == [1, 2, 3]
     assert events[0].previous_digest == ""
     for before, after in itertools.pairwise(events):
@@ -89,7 +89,7 @@ def test_the_chain_builder_links_events() -> None:
             session_id="s", applied_event_ordinal=3, applied_event_digest=events[2].digest
         )
     )
-    assert resumed.append(turn()[0], recorded_at_ms=5).previous_digest == events[2].digest
+    assert resumed.append(relay_turn()[0], recorded_at_ms=5).previous_digest == events[2].digest
 
 
 def test_the_earlier_session_fault_tag_decodes_as_a_runtime_fault() -> None:
