@@ -168,6 +168,6 @@ def test_paging_leaves_the_garbage_collector_alone(
         store.faults.record_startup_fault("session-1", f"fault {index}")
     page = store.events.load(after_seq=0, limit=2)
     assert [event.event for event in page.events] == [
-        startup_fault("fault 0"),
-        startup_fault("fault 1"),
+        SessionFaultFactory(message="fault 0"),
+        SessionFaultFactory(message="fault 1"),
     ]

@@ -16,8 +16,8 @@ from session_journal import (
     TransientStorageError,
 )
 from session_journal.unit_of_work import UnitOfWork
-from tests.factories import ActivityFactory, SessionFactory
-from tests.helpers import bodies, startup_fault
+from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
+from tests.helpers import bodies
 
 
 def test_a_foreign_key_broken_in_a_unit_of_work_is_an_integrity_violation(store: Store) -> None:
@@ -99,7 +99,7 @@ def test_a_writer_locked_out_past_its_timeout_gets_a_transient_error(url: str) -
             with pytest.raises(TransientStorageError, match=r"^record startup fault of 's'"):
                 waiter.faults.record_startup_fault("s", "locked out")
         assert waiter.faults.record_startup_fault("s", "retried")
-        assert bodies(waiter) == [startup_fault("retried")]
+        assert bodies(waiter) == [SessionFaultFactory(message="retried")]
 
 
 def drop_table(url: str, table: str) -> None:
@@ -151,4 +151,4 @@ def test_a_connection_the_server_ended_is_a_transient_error(store: Store) -> Non
         store.faults.record_startup_fault("s", "lost")
     assert isinstance(raised.value, StorageError)
     assert store.faults.record_startup_fault("s", "retried")  # a new connection
-    assert bodies(store) == [startup_fault("retried")]
+    assert bodies(store) == [SessionFaultFactory(message="retried")]
