@@ -25,7 +25,7 @@ from session_journal import (
     SessionRecord,
     SessionState,
 )
-from session_journal.events import OutcomeReason
+from session_journal.api_events import OutcomeReason
 from session_journal.journal import (
     AssistantMsg,
     FlowStart,

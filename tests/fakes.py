@@ -10,7 +10,6 @@ frontier that deleting never lowers; deleting a session removes what belongs to 
 
 from __future__ import annotations
 
-import builtins
 import copy
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -25,7 +24,7 @@ from session_journal import (
     SessionState,
     StoreOptions,
 )
-from session_journal.events import EVENT_DATA, ApiEventData
+from session_journal.api_events import EVENT_DATA, ApiEventData
 from session_journal.records import CheckpointOperation
 from session_journal.relay.state import TranscriptItem
 from session_journal.repositories import StoredLifecycle, StoredProjection
@@ -100,18 +99,6 @@ class FakeSessions:
 
     def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
         self._update(session_id, checkpoint=None if checkpoint is None else checkpoint.model_copy())
-
-    def lock_interrupted_checkpoints(self) -> builtins.list[str]:
-        return sorted(
-            session_id
-            for session_id, record in self._state.sessions.items()
-            if record.state is SessionState.CHECKPOINTING or session_id in self._state.operations
-        )
-
-    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
-        self._update(
-            session_id, state=SessionState.RUNNING, last_checkpoint_error=last_checkpoint_error
-        )
 
     def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
         self._update(session_id, native_session_id=native_session_id)
@@ -235,6 +222,23 @@ class FakeCheckpoints:
 
     def delete(self, session_id: str) -> None:
         self._state.operations.pop(session_id, None)
+
+    def lock_interrupted(self) -> list[str]:
+        return sorted(
+            session_id
+            for session_id, record in self._state.sessions.items()
+            if record.state is SessionState.CHECKPOINTING or session_id in self._state.operations
+        )
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        record = self._state.sessions.get(session_id)  # an UPDATE of no row changes nothing
+        if record is not None:
+            self._state.sessions[session_id] = record.model_copy(
+                update={
+                    "state": SessionState.RUNNING,
+                    "last_checkpoint_error": last_checkpoint_error,
+                }
+            )
 
 
 class FakeProjection:

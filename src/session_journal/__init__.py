@@ -9,24 +9,7 @@ records and event bodies) loads no SQLAlchemy, Alembic or driver.
 
 from typing import TYPE_CHECKING, Any
 
-from .config import StoreOptions
-from .errors import (
-    ChainBroken,
-    IncompatibleSchema,
-    IntegrityViolation,
-    InvalidRecord,
-    LifecycleConflict,
-    MigrationFailed,
-    NotOperationOwner,
-    PermanentStorageError,
-    SchemaOutOfDate,
-    SessionJournalError,
-    SessionNotFound,
-    StorageError,
-    StoreClosed,
-    TransientStorageError,
-)
-from .events import (
+from .api_events import (
     ActivityChanged,
     ApiActivityDetails,
     ApiActivityKind,
@@ -49,6 +32,23 @@ from .events import (
     TurnOutcome,
     TurnResultKind,
     TurnStarted,
+)
+from .config import StoreOptions
+from .errors import (
+    ChainBroken,
+    IncompatibleSchema,
+    IntegrityViolation,
+    InvalidRecord,
+    LifecycleConflict,
+    MigrationFailed,
+    NotOperationOwner,
+    PermanentStorageError,
+    SchemaOutOfDate,
+    SessionJournalError,
+    SessionNotFound,
+    StorageError,
+    StoreClosed,
+    TransientStorageError,
 )
 from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
 

@@ -20,11 +20,11 @@ from pathlib import Path
 from types import FrameType
 
 from . import migrations
+from .api_events import ApiEventFilter
 from .config import StoreOptions, resolve_url
 from .db import create_engine
 from .demo import run_demo
 from .errors import SessionJournalError
-from .events import ApiEventFilter
 from .journal.search import MAX_SEARCH_LIMIT
 from .journal.stats import EVENTS_FILE, SessionStats
 from .journal.verify import events_file, verify

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from .api_events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
 from .clock import now_ms
 from .elicitation import Accept, ElicitationRequest
-from .events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
 from .records import CheckpointMetadata, SessionRecord, SessionState
 from .relay import (
     AgentMessage,

@@ -12,16 +12,15 @@ implementations; mypy checks that they, and their repositories, satisfy the prot
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from typing import Protocol, TypeVar
 
 import sqlalchemy as sa
 
+from .api_events import ApiEvent, ApiEventFilter
 from .config import StoreOptions
 from .errors import SessionJournalError
-from .events import ApiEvent, ApiEventFilter
 from .records import CheckpointMetadata, CheckpointOperation, SessionRecord
 from .relay.state import TranscriptItem
 from .repositories import (
@@ -73,14 +72,6 @@ class SessionWrites(SessionReads, Protocol):
 
     def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
         """Store the checkpoint metadata; `None` removes it."""
-        ...
-
-    def lock_interrupted_checkpoints(self) -> builtins.list[str]:
-        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id."""
-        ...
-
-    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
-        """Back to `running` after an interrupted checkpoint, saying so."""
         ...
 
     def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
@@ -163,6 +154,14 @@ class CheckpointWrites(CheckpointReads, Protocol):
 
     def delete(self, session_id: str) -> None:
         """Close the session's operation."""
+        ...
+
+    def lock_interrupted(self) -> list[str]:
+        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id."""
+        ...
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        """Back to `running` after an interrupted checkpoint, saying so."""
         ...
 
 

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from session_journal import ApiEvent, ApiEventPage, LegacyNotice, SessionFault, Store
-from session_journal import events as events_module
+from session_journal import api_events as events_module
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import store_raw_body
 

@@ -31,7 +31,7 @@ from session_journal import (
     SessionFault,
     Store,
 )
-from session_journal.events import EVENT_DATA
+from session_journal.api_events import EVENT_DATA
 from tests.factories import ActivityDetailsFactory, ActivityFactory, SessionFactory
 from tests.helpers import all_events
 from tests.reliability.harness import HYPOTHESIS, any_text

@@ -28,7 +28,7 @@ from session_journal import (
     TurnResultKind,
     TurnStarted,
 )
-from session_journal.events import EVENT_DATA, decode_body, stored_events
+from session_journal.api_events import EVENT_DATA, decode_body, stored_events
 from session_journal.validation import check_id
 
 

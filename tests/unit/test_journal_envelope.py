@@ -28,7 +28,7 @@ from session_journal.journal import (
     UserMsg,
     extract_anchors,
 )
-from tests.unit.test_journal_events import RUN, TS, TURN, msg
+from tests.unit.test_journal_kinds import RUN, TS, TURN, msg
 
 
 def test_every_owned_message_role_keeps_its_flow_anchor() -> None:

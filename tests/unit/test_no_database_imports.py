@@ -23,7 +23,7 @@ PURE_TOP_LEVEL = [
     "config",
     "validation",
     "records",
-    "events",
+    "api_events",
     "elicitation",
     "clock",
     "json_text",

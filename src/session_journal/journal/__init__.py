@@ -42,7 +42,9 @@ from .envelope import (
     JournalEnvelope,
     JournalEvent,
 )
-from .events import (
+from .extract import event_kind, extract_anchors, extract_text_content
+from .index_feeder import IndexSink
+from .kinds import (
     AssistantMsg,
     AttachmentDegraded,
     Checkpoint,
@@ -70,8 +72,6 @@ from .events import (
     WatchWarn,
     WorkspaceLifecycle,
 )
-from .extract import event_kind, extract_anchors, extract_text_content
-from .index_feeder import IndexSink
 from .payloads import (
     FlowStatus,
     Message,

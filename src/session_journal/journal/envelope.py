@@ -41,7 +41,7 @@ from .approvals import (
     ToolPendingApproval,
     UnrestrictedExecution,
 )
-from .events import (
+from .kinds import (
     AssistantMsg,
     AttachmentDegraded,
     Checkpoint,

@@ -33,7 +33,7 @@ from .approvals import (
 from .envelope import (
     JournalEvent,
 )
-from .events import (
+from .kinds import (
     AssistantMsg,
     AttachmentDegraded,
     Checkpoint,

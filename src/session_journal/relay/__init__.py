@@ -7,7 +7,7 @@ Pure code: event and observation types, the digest, a chain builder and the proj
 from ..content_blocks import ContentBlock
 from ..elicitation import Accept, Cancel, Decline, ElicitationRequest, ElicitationResponse
 from .chain import RelayChain
-from .events import (
+from .observations import (
     RELAY_EVENT_FORMAT,
     AckOutcome,
     AgentMessage,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..clock import now_ms
-from .events import RelayEvent, RelayObservation, relay_event_digest
+from .observations import RelayEvent, RelayObservation, relay_event_digest
 from .state import MaterializedSession
 
 

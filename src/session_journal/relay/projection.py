@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..events import (
+from ..api_events import (
     ApiEventData,
     ApiTurnOutcome,
     CommandEnded,
@@ -17,7 +17,7 @@ from ..events import (
     TurnResultKind,
     TurnStarted,
 )
-from .events import (
+from .observations import (
     AckOutcome,
     AgentMessage,
     CommandCompleted,

@@ -6,10 +6,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from ..api_events import ApiTurnOutcome
 from ..content_blocks import ContentBlock
 from ..elicitation import ElicitationRequest
-from ..events import ApiTurnOutcome
-from .events import RelayCommandKind
+from .observations import RelayCommandKind
 
 
 class ActiveTurn(BaseModel):

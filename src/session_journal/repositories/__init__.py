@@ -1,11 +1,12 @@
 """Repositories: the only code that builds queries. They receive a connection from the unit of
 work, speak domain types, and never begin, commit or close anything."""
 
+from .activity import ActivityRepository
 from .checkpoints import CheckpointRepository
 from .events import EventRepository
 from .project_events import ProjectEventRepository
 from .projection import ProjectionRepository, StoredProjection
-from .sessions import ActivityRepository, SessionRepository, StoredLifecycle
+from .sessions import SessionRepository, StoredLifecycle
 
 __all__ = [
     "ActivityRepository",

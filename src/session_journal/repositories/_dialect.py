@@ -15,6 +15,10 @@ ColumnValues = Mapping[InstrumentedAttribute[Any], Any]
 """Column values keyed by the model's attributes (a renamed column fails type checking)."""
 
 
+IN_LIST_CHUNK = 5_000
+"""Values bound in one `IN (...)` list at most (SQLite's limit on bound parameters is 32,766)."""
+
+
 def dialect_insert(
     connection: sa.Connection, model: type[Base]
 ) -> postgresql.Insert | sqlite.Insert:

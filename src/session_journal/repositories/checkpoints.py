@@ -1,4 +1,5 @@
-"""Checkpoint operations: at most one per session, owned by the command that began it."""
+"""Checkpoint operations (at most one per session, owned by the command that began it) and the
+recovery of checkpoints a controller restart interrupted."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import json
 
 import sqlalchemy as sa
 
-from ..models import CheckpointOperationRow
-from ..records import CheckpointOperation
+from ..models import CheckpointOperationRow, SessionRow
+from ..records import CheckpointOperation, SessionState
+from ._dialect import IN_LIST_CHUNK
 
 
 class CheckpointRepository:
@@ -61,4 +63,55 @@ class CheckpointRepository:
         """Close the session's operation."""
         self._connection.execute(
             sa.delete(CheckpointOperationRow).where(CheckpointOperationRow.session_id == session_id)
+        )
+
+    def lock_interrupted(self) -> list[str]:
+        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id.
+
+        Two statements, on purpose. The first finds and locks the candidates. Under READ
+        COMMITTED a `FOR UPDATE` that waited for a row lock re-checks its WHERE clause on the
+        new row version, but an `IN (subquery)` keeps the statement's old snapshot: a checkpoint
+        that its owner finished while we waited would still look open. The second statement, on
+        rows we now hold, sees their committed state and keeps only those still interrupted.
+        """
+        candidates = (
+            sa.select(SessionRow.session_id)
+            .where(
+                sa.or_(
+                    SessionRow.state == SessionState.CHECKPOINTING.value,
+                    SessionRow.session_id.in_(sa.select(CheckpointOperationRow.session_id)),
+                )
+            )
+            .order_by(SessionRow.session_id)
+            .with_for_update()
+        )
+        locked = list(self._connection.execute(candidates).scalars())
+        if not locked:
+            return []
+        still_interrupted: set[str] = set()
+        for start in range(0, len(locked), IN_LIST_CHUNK):
+            chunk = locked[start : start + IN_LIST_CHUNK]
+            recheck = sa.select(SessionRow.session_id).where(
+                SessionRow.session_id.in_(chunk),
+                sa.or_(
+                    SessionRow.state == SessionState.CHECKPOINTING.value,
+                    sa.exists().where(CheckpointOperationRow.session_id == SessionRow.session_id),
+                ),
+            )
+            still_interrupted.update(self._connection.execute(recheck).scalars())
+        return [session_id for session_id in locked if session_id in still_interrupted]
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        """Back to `running` after an interrupted checkpoint, saying so in
+        `last_checkpoint_error`; `last_error` and the checkpoint metadata stay."""
+        self._connection.execute(
+            sa.update(SessionRow)
+            .where(SessionRow.session_id == session_id)
+            .values(
+                {
+                    SessionRow.state: SessionState.RUNNING.value,
+                    SessionRow.last_checkpoint_error: last_checkpoint_error,
+                    SessionRow.updated_at: sa.func.current_timestamp(),
+                }
+            )
         )

@@ -8,9 +8,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import driver
+from ..api_events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..config import StoreOptions
 from ..errors import PermanentStorageError, SessionNotFound
-from ..events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
 from ..validation import EncodedJson, check_json_body, require_id, require_int
 

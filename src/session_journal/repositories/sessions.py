@@ -1,27 +1,19 @@
-"""Sessions with their context and checkpoint metadata, and activity snapshots."""
+"""Sessions with their context and checkpoint metadata."""
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from ..config import StoreOptions
-from ..events import ApiActivityState
 from ..models import (
-    ActivityRow,
-    CheckpointOperationRow,
     SessionCheckpointRow,
     SessionContextRow,
     SessionRow,
 )
 from ..records import CheckpointMetadata, SessionRecord, SessionState
-from ..validation import EncodedJson, check_json_body, require_id
-from ._dialect import ColumnValues, dialect_insert, upsert
-
-_CHUNK = 5_000
+from ._dialect import IN_LIST_CHUNK, ColumnValues, dialect_insert, upsert
 
 
 class StoredLifecycle(NamedTuple):
@@ -94,10 +86,10 @@ class SessionRepository:
         """
         ordered = sorted(set(session_ids))
         existing: set[str] = set()
-        for start in range(0, len(ordered), _CHUNK):
+        for start in range(0, len(ordered), IN_LIST_CHUNK):
             query = (
                 sa.select(SessionRow.session_id)
-                .where(SessionRow.session_id.in_(ordered[start : start + _CHUNK]))
+                .where(SessionRow.session_id.in_(ordered[start : start + IN_LIST_CHUNK]))
                 .order_by(SessionRow.session_id)
                 .with_for_update()
             )
@@ -150,57 +142,6 @@ class SessionRepository:
                 SessionCheckpointRow.event_frontier: checkpoint.event_frontier,
                 SessionCheckpointRow.session_id: session_id,
             },
-        )
-
-    def lock_interrupted_checkpoints(self) -> builtins.list[str]:
-        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id.
-
-        Two statements, on purpose. The first finds and locks the candidates. Under READ
-        COMMITTED a `FOR UPDATE` that waited for a row lock re-checks its WHERE clause on the
-        new row version, but an `IN (subquery)` keeps the statement's old snapshot: a checkpoint
-        that its owner finished while we waited would still look open. The second statement, on
-        rows we now hold, sees their committed state and keeps only those still interrupted.
-        """
-        candidates = (
-            sa.select(SessionRow.session_id)
-            .where(
-                sa.or_(
-                    SessionRow.state == SessionState.CHECKPOINTING.value,
-                    SessionRow.session_id.in_(sa.select(CheckpointOperationRow.session_id)),
-                )
-            )
-            .order_by(SessionRow.session_id)
-            .with_for_update()
-        )
-        locked = builtins.list(self._connection.execute(candidates).scalars())
-        if not locked:
-            return []
-        still_interrupted: set[str] = set()
-        for start in range(0, len(locked), _CHUNK):
-            chunk = locked[start : start + _CHUNK]
-            recheck = sa.select(SessionRow.session_id).where(
-                SessionRow.session_id.in_(chunk),
-                sa.or_(
-                    SessionRow.state == SessionState.CHECKPOINTING.value,
-                    sa.exists().where(CheckpointOperationRow.session_id == SessionRow.session_id),
-                ),
-            )
-            still_interrupted.update(self._connection.execute(recheck).scalars())
-        return [session_id for session_id in locked if session_id in still_interrupted]
-
-    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
-        """Back to `running` after an interrupted checkpoint, saying so in
-        `last_checkpoint_error`; `last_error` and the checkpoint metadata stay."""
-        self._connection.execute(
-            sa.update(SessionRow)
-            .where(SessionRow.session_id == session_id)
-            .values(
-                {
-                    SessionRow.state: SessionState.RUNNING.value,
-                    SessionRow.last_checkpoint_error: last_checkpoint_error,
-                    SessionRow.updated_at: sa.func.current_timestamp(),
-                }
-            )
         )
 
     def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
@@ -267,33 +208,3 @@ def _record(row: Any) -> SessionRecord:
         last_checkpoint_error=row.last_checkpoint_error,
         checkpoint=checkpoint,
     )
-
-
-class ActivityRepository:
-    """The latest activity snapshot per session, stored as canonical JSON."""
-
-    def __init__(
-        self, connection: sa.Connection, max_body_bytes: int = StoreOptions.max_body_bytes
-    ) -> None:
-        self._connection = connection
-        self._max_body_bytes = max_body_bytes
-
-    def get(self, session_id: str) -> str | None:
-        """The stored snapshot's JSON text, or `None`."""
-        return self._connection.execute(
-            sa.select(ActivityRow.body).where(ActivityRow.session_id == session_id)
-        ).scalar_one_or_none()
-
-    def put(self, session_id: str, body: str) -> None:
-        """Insert or replace the snapshot. A body the services encoded (`EncodedJson`) is stored
-        as it is; other text must be a standard JSON `ApiActivityState` of at most
-        `max_body_bytes` (`InvalidRecord` otherwise, nothing written)."""
-        if not isinstance(body, EncodedJson):
-            require_id(session_id, "session_id")
-            validate = ApiActivityState.model_validate_json
-            check_json_body(body, validate, "an activity state", self._max_body_bytes)
-        upsert(
-            self._connection,
-            ActivityRow,
-            {ActivityRow.session_id: session_id, ActivityRow.body: body},
-        )

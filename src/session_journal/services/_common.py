@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..api_events import OutcomeReason, SessionFault
 from ..clock import now_ms
 from ..errors import SessionNotFound
-from ..events import OutcomeReason, SessionFault
 from ..records import SessionRecord
 from ..repositories import StoredLifecycle
 from ..unit_of_work import WriteContext

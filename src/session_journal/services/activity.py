@@ -7,8 +7,8 @@ from typing import Annotated, NamedTuple
 
 from pydantic import ValidationError
 
+from ..api_events import ActivityChanged, ApiActivityState
 from ..arguments import Given, Int64, listed, pair, validate_arguments
-from ..events import ActivityChanged, ApiActivityState
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import EncodedJson, Id, encode_json
 

@@ -9,16 +9,16 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator
 
-from ..arguments import Given, validate_arguments
-from ..clock import now_ms
-from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
-from ..events import (
+from ..api_events import (
     CommandEnded,
     CommandOwner,
     CommandResult,
     CommandResultKind,
     OutcomeReason,
 )
+from ..arguments import Given, validate_arguments
+from ..clock import now_ms
+from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..records import CheckpointOperation, SessionRecord, SessionState
 from ..repositories import StoredLifecycle
 from ..unit_of_work import Transactions, WriteContext
@@ -161,9 +161,9 @@ class CheckpointService:
         note = f"checkpoint interrupted by controller restart at {now}"  # validated: a string
 
         def work(uow: WriteContext) -> int:
-            session_ids = uow.sessions.lock_interrupted_checkpoints()
+            session_ids = uow.checkpoints.lock_interrupted()
             for session_id in session_ids:
-                uow.sessions.mark_recovered(session_id, note)
+                uow.checkpoints.mark_recovered(session_id, note)
                 operation = uow.checkpoints.lock(session_id)
                 if operation is not None:
                     self._finish(

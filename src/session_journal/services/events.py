@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..api_events import ApiEventFilter, ApiEventPage
 from ..arguments import Given, Int64, validate_arguments
-from ..events import ApiEventFilter, ApiEventPage
 from ..unit_of_work import Transactions
 
 MAX_PAGE = 1000

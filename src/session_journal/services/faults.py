@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..api_events import OutcomeReason, SessionFault
 from ..arguments import validate_arguments
 from ..clock import now_ms
-from ..events import OutcomeReason, SessionFault
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import Id, encode_json
 

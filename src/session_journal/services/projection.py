@@ -7,7 +7,7 @@ from typing import Annotated
 
 from ..arguments import Given, sequence_of, validate_arguments
 from ..errors import ChainBroken, InvalidRecord
-from ..relay.events import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
+from ..relay.observations import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
 from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
 from ..repositories import StoredProjection

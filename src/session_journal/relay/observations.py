@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..api_events import OutcomeReason
 from ..content_blocks import ContentBlock
 from ..elicitation import ElicitationRequest
-from ..events import OutcomeReason
 from ..json_text import canonical_json
 
 RELAY_EVENT_FORMAT = 1
