@@ -50,6 +50,12 @@ def postgres_problem() -> str | None:
     return None
 
 
+def pg_conninfo(url: str) -> str:
+    """A libpq URL for psycopg of a SQLAlchemy PostgreSQL URL (its options, such as the
+    schema's search_path, kept)."""
+    return sa.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def schema_url(schema: str) -> str:
     """The URL of the test server whose connections use `schema`."""
     url = sa.make_url(postgres_base_url()).update_query_dict({"options": f"-csearch_path={schema}"})

@@ -35,6 +35,7 @@ from session_journal.services.faults import FaultService
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
 from session_journal.unit_of_work import ReadContext, Transactions, WriteContext
+from session_journal.wakeups import CommitSignal
 
 T = TypeVar("T")
 
@@ -286,6 +287,7 @@ class FakeTransactions:
         self.options = options or StoreOptions()
         self.state = FakeState()
         self.actions: list[str] = []  # the `action` of every write submitted, in order
+        self.signal = CommitSignal()  # pulsed by every commit
 
     def submit(self, fn: Callable[[WriteContext], T], action: str = "write") -> T:
         self.actions.append(action)
@@ -294,7 +296,11 @@ class FakeTransactions:
         if uow.committed:
             uow.events.flush()
             self.state = uow.state
+            self.signal.pulse()
         return result
+
+    def commit_signal(self) -> CommitSignal:
+        return self.signal
 
     @contextmanager
     def reading(self, action: str = "read") -> Iterator[ReadContext]:

@@ -36,6 +36,7 @@ from .api_events import (
 from .config import StoreOptions
 from .errors import (
     ChainBroken,
+    CursorAhead,
     IncompatibleSchema,
     IntegrityViolation,
     InvalidRecord,
@@ -54,11 +55,12 @@ from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, Ses
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
     from .migrations import SCHEMA_LEVEL
+    from .services.events import Follower
     from .store import Store
     from .unit_of_work import UnitOfWork
 
 # The names backed by the database layer: `__getattr__` imports them on first use.
-_DATABASE_NAMES = frozenset({"SCHEMA_LEVEL", "Store", "UnitOfWork"})
+_DATABASE_NAMES = frozenset({"SCHEMA_LEVEL", "Follower", "Store", "UnitOfWork"})
 
 __all__ = [
     "SCHEMA_LEVEL",
@@ -78,6 +80,8 @@ __all__ = [
     "CommandOwner",
     "CommandResult",
     "CommandResultKind",
+    "CursorAhead",
+    "Follower",
     "IncompatibleSchema",
     "InputRequired",
     "InputResolved",
@@ -109,14 +113,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # PEP 562: called for a name not bound in this module. The three modules come together
+    # PEP 562: called for a name not bound in this module. The modules come together
     # (`store` imports the other two); the names are bound here, so this runs once.
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import migrations, store, unit_of_work
+    from .services import events
 
     globals().update(
         SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,
+        Follower=events.Follower,
         Store=store.Store,
         UnitOfWork=unit_of_work.UnitOfWork,
     )

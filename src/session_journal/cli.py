@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,14 +75,17 @@ def _parser() -> argparse.ArgumentParser:
         help=f"print at most N events, 1 to {MAX_EVENTS_LIMIT} (default all)",
     )
     events.add_argument(
-        "--follow", action="store_true", help="keep polling for new events until interrupted"
+        "--follow",
+        action="store_true",
+        help="keep printing events as they commit until interrupted (Ctrl-C exits 0)",
     )
     events.add_argument(
         "--interval",
         type=_interval,
         default=0.5,
-        help=f"seconds between polls with --follow, {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} "
-        "(default 0.5); Ctrl-C stops following between polls and exits 0",
+        help="with --follow: the longest time between two reads of the log when no commit "
+        f"woke the follower (a safety net), {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} seconds "
+        "(default 0.5); events are printed as soon as they commit",
     )
 
     commands.add_parser("demo", help="run a short scenario and print what a follower sees")
@@ -194,21 +196,42 @@ def _events(url: str, args: argparse.Namespace) -> int:
     )
     remaining = args.limit
     with _interrupt_flag(args.follow) as interrupt, Store.open(url) as store:
-        cursor = args.after if args.after is not None or args.follow else 0
-        while (remaining is None or remaining > 0) and not interrupt.requested:
+        if args.follow:
+            _follow(store, event_filter, args, interrupt)
+            return 0
+        cursor = 0 if args.after is None else args.after
+        while remaining is None or remaining > 0:
             page = store.events.load(
                 event_filter, after_seq=cursor, limit=min(remaining or MAX_PAGE, MAX_PAGE)
             )
+            if not page.events:
+                break
             for event in page.events:
-                print(event.model_dump_json(), flush=args.follow)
+                print(event.model_dump_json())
             cursor = page.next_after_seq
             if remaining is not None:
                 remaining -= len(page.events)
-            if not page.events:
-                if not args.follow:
-                    break
-                _sleep(args.interval, interrupt)
     return 0
+
+
+def _follow(
+    store: Store, event_filter: ApiEventFilter, args: argparse.Namespace, interrupt: _Interrupt
+) -> None:
+    """Print events as they commit until Ctrl-C (or `--limit` events). The follower wakes on
+    each commit; it looks at the Ctrl-C flag every `_WAKE_S` without reading the log, and reads
+    the log again at least every `--interval` seconds even if nothing woke it."""
+    remaining = args.limit
+    limit = min(remaining or MAX_PAGE, MAX_PAGE)
+    with store.events.follow(event_filter, after_seq=args.after, limit=limit) as follower:
+        follower.reread_s = args.interval
+        while (remaining is None or remaining > 0) and not interrupt.requested:
+            page = follower.next_page(timeout=_WAKE_S)
+            if page is None:  # nothing yet: look at the Ctrl-C flag again
+                continue
+            for event in page.events[:remaining]:
+                print(event.model_dump_json(), flush=True)
+            if remaining is not None:
+                remaining -= min(remaining, len(page.events))
 
 
 class _Interrupt:
@@ -241,16 +264,6 @@ def _interrupt_flag(follow: bool) -> Iterator[_Interrupt]:
     finally:
         # None: the previous handler was not installed from Python and cannot be put back.
         signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
-
-
-def _sleep(seconds: float, interrupt: _Interrupt) -> None:
-    # A handler that returns lets time.sleep() resume (PEP 475), so sleep in short slices.
-    deadline = time.monotonic() + seconds
-    while not interrupt.requested:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(min(left, _WAKE_S))
 
 
 def _journal(command: str, path: str) -> int:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -15,6 +16,7 @@ from .config import StoreOptions
 from .db import create_engine, translate_errors
 from .errors import StoreClosed
 from .unit_of_work import ReadUnitOfWork, UnitOfWork
+from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
 from .write_path import WritePath
 
 T = TypeVar("T")
@@ -37,6 +39,37 @@ class Database:
         self.write_path = WritePath(self.writer, options)
         self._pid = os.getpid()
         self._closed = False
+        self._follow_lock = threading.Lock()
+        self._fresh_followers()
+
+    def _fresh_followers(self) -> None:
+        # The followers' signal, pulsed by this process's commits; its source of other
+        # processes' commits starts with the first follower (`commit_signal`).
+        self.signal = CommitSignal()
+        self.write_path.after_commit = self.signal.pulse
+        self.wakeups: SqliteWatcher | PostgresListener | None = None
+
+    def commit_signal(self) -> CommitSignal:
+        """The wake-up signal of followers (see `wakeups`); the first call starts the source of
+        other processes' commits: one per store, whatever the number of followers."""
+        self._check_open("wait for events")
+        with self._follow_lock:
+            if self.wakeups is None:
+                if self.reader.dialect.name == "sqlite":
+                    self.wakeups = SqliteWatcher(self.signal, self._dedicated_connection)
+                else:
+                    self.wakeups = PostgresListener(self.signal, self._dedicated_connection)
+                self.wakeups.start()
+        return self.signal
+
+    def _dedicated_connection(self) -> Any:
+        """A driver connection of its own, outside the pool, in autocommit (for a wake-up
+        source's thread)."""
+        pooled = self.reader.raw_connection()
+        connection = pooled.driver_connection
+        pooled.detach()  # the pool forgets it: its thread closes it
+        driver.set_autocommit(connection)
+        return connection
 
     def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
         """Run `fn` on the write path (see `WritePath.submit`); its result after the commit."""
@@ -70,6 +103,9 @@ class Database:
             self._pid = os.getpid()
             self.reader.dispose(close=False)
             self.write_path.after_fork()
+            self._follow_lock = threading.Lock()
+            _INHERITED.append(self.wakeups)  # the parent's thread and connection: never closed
+            self._fresh_followers()
 
     @contextmanager
     def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
@@ -108,6 +144,14 @@ class Database:
         raises `StoreClosed`. Calling it again does nothing more."""
         self._forget_parent_after_fork()
         self._closed = True
+        self.signal.close()  # every follower returns
+        with self._follow_lock:
+            wakeups = self.wakeups
+        if wakeups is not None:
+            wakeups.stop()
         self.write_path.close()
         self.writer.dispose()
         self.reader.dispose()
+
+
+_INHERITED: list[object] = []

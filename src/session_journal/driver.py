@@ -191,6 +191,14 @@ def rollback_to_savepoint(connection: sa.Connection) -> None:
     driver.execute(_RELEASE)  # type: ignore[union-attr]
 
 
+def set_autocommit(driver_connection: Any) -> None:
+    """A driver connection of a wake-up source: every statement commits by itself (sqlite3,
+    with its own transaction handling off, does already)."""
+    psycopg = _psycopg()
+    if psycopg is not None and isinstance(driver_connection, psycopg.Connection):
+        driver_connection.autocommit = True
+
+
 # --- Reads of one statement ---------------------------------------------------------------
 
 

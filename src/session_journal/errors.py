@@ -66,6 +66,12 @@ class IntegrityViolation(PermanentStorageError):
     the call was committed; the same statements break it again."""
 
 
+class CursorAhead(SessionJournalError):
+    """`wait` or `follow` was given a cursor above the frontier: it comes from a restored backup
+    or from another database, and waiting would silently skip the events that will take those
+    seqs here. The client must resync (`load` keeps the seed's rule for such a cursor)."""
+
+
 class StoreClosed(SessionJournalError):
     """The store was closed (`Store.close()`, or leaving its `with` block): every call made on
     it afterwards raises this, and nothing is read or written."""

@@ -33,6 +33,7 @@ from .repositories import (
     StoredLifecycle,
     StoredProjection,
 )
+from .wakeups import CommitSignal
 
 T = TypeVar("T")
 
@@ -274,6 +275,11 @@ class Transactions(Protocol):
 
     def reading_one_statement(self, action: str = "read") -> AbstractContextManager[ReadContext]:
         """A read made of one statement (no transaction around it)."""
+        ...
+
+    def commit_signal(self) -> CommitSignal:
+        """The wake-up signal of followers: it moves when events may have committed (in this
+        process or another); its sources start on first use."""
         ...
 
 

@@ -122,6 +122,7 @@ class WritePath:
         self._engine = engine
         self._engine_options = engine.get_execution_options()
         self._options = options
+        self.after_commit: Callable[[], None] | None = None  # told after each commit
         self._fresh_state()
         # A statement sent through SQLAlchemy after a unit-of-work block committed by itself
         # (`uow.connection.commit()`) makes SQLAlchemy begin: that too must be a write
@@ -357,6 +358,7 @@ class WritePath:
                 for call, kind, value in outcomes:
                     if kind != _RETRY:
                         call.settle(value, failed=kind == _ERROR)
+                self._committed()
 
     def _run_call(
         self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, first: bool
@@ -403,6 +405,11 @@ class WritePath:
             driver.rollback_to_savepoint(connection)
         return outcome
 
+    def _committed(self) -> None:
+        """Tell `after_commit` (the followers' signal) that a transaction committed."""
+        if self.after_commit is not None:
+            self.after_commit()
+
     def _mark_commit(self, uow: UnitOfWork) -> None:
         """`uow.commit()` inside a batch: the call's work is kept (its savepoint is not rolled
         back) and commits with the batch."""
@@ -423,6 +430,7 @@ class WritePath:
         def commit(uow: UnitOfWork) -> None:
             uow.events.flush()
             driver.commit(connection)
+            self._committed()
             driver.begin_write(connection)  # the block may go on writing: that is a new transaction
 
         return commit

@@ -13,6 +13,7 @@ from ..config import StoreOptions
 from ..errors import PermanentStorageError, SessionNotFound
 from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
 from ..validation import EncodedJson, check_json_body, require_id, require_int
+from ..wakeups import CHANNEL
 
 API_EVENTS = "api_events"
 
@@ -28,6 +29,21 @@ _TAKE_SEQS = (
         }
     )
     .returning(EventSequenceRow.last_seq)
+)
+# PostgreSQL: the statement that takes the seqs also sends the followers' `NOTIFY` (delivered
+# when the transaction commits, dropped if it rolls back; see `wakeups`): no round trip of its
+# own.
+_NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', '')")
+_TAKE_SEQS_PG = (
+    sa.update(EventSequenceRow)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .values(
+        {
+            EventSequenceRow.last_seq: EventSequenceRow.last_seq
+            + sa.bindparam("count", type_=sa.BigInteger)
+        }
+    )
+    .returning(EventSequenceRow.last_seq, _NOTIFY)
 )
 _INSERT_EVENT = sa.insert(ApiEventRow)
 # PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
@@ -56,7 +72,7 @@ _taken = (
     sa.update(EventSequenceRow)
     .where(EventSequenceRow.name == API_EVENTS)
     .values({EventSequenceRow.last_seq: EventSequenceRow.last_seq + 1})
-    .returning(EventSequenceRow.last_seq)
+    .returning(EventSequenceRow.last_seq, _NOTIFY)
     .cte("taken")
 )
 _APPEND_ONE = (
@@ -195,7 +211,8 @@ class EventRepository:
         if count == 1 and postgresql:  # the seq and the insert in one statement
             driver.run(self._connection, _APPEND_ONE, self._pending.pop())
             return
-        last = driver.run(self._connection, _TAKE_SEQS, {"count": count}).fetchone()[0]
+        take = _TAKE_SEQS_PG if postgresql else _TAKE_SEQS
+        last = driver.run(self._connection, take, {"count": count}).fetchone()[0]
         for offset, row in enumerate(self._pending):
             row["seq"] = last - count + 1 + offset
         rows, self._pending = self._pending, []

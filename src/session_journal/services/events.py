@@ -1,12 +1,130 @@
-"""Reading the ordered log by cursor."""
+"""Reading the ordered log by cursor, and following it: `wait` and `follow`."""
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+from collections.abc import Iterator
+from types import TracebackType
+
 from ..api_events import ApiEventFilter, ApiEventPage
 from ..arguments import Given, Int64, validate_arguments
+from ..errors import CursorAhead, InvalidRecord, StoreClosed
 from ..unit_of_work import Transactions
 
 MAX_PAGE = 1000
+MAX_WAIT_S = 3600.0
+"""The longest `timeout` of `wait`."""
+
+
+class Follower(Iterator[ApiEventPage]):
+    """Pages of the log as they commit (`store.events.follow`). Each page holds events, or is
+    empty with a cursor moved past events of other sessions; iterate, or call `next_page` with
+    a timeout. Thread-safe `close()`; the iteration also ends when the store closes.
+
+    While it waits it costs nothing: it reads the log again only when the store's wake-up
+    signal moved (a commit here or elsewhere: see `wakeups`), and at the latest every
+    `reread_s` seconds (a safety net; a signal is only a hint)."""
+
+    def __init__(
+        self, events: EventService, event_filter: ApiEventFilter | None, cursor: int, limit: int
+    ) -> None:
+        self._events = events
+        self._filter = event_filter
+        self._limit = limit
+        self._closed = threading.Event()
+        self._signal = events._transactions.commit_signal()
+        self.cursor = cursor
+        """The cursor: the `next_after_seq` of the last page returned."""
+        self.reread_s = 60.0
+        """The longest time between two reads of the log while nothing wakes the follower."""
+        self.last_read: ApiEventPage | None = None  # the last page read, returned or not
+        self._read_at: int | None = None  # the signal's generation when it was read
+        self._read_time = 0.0  # and the time
+
+    def __iter__(self) -> Follower:
+        return self
+
+    def __next__(self) -> ApiEventPage:
+        while True:
+            try:
+                page = self.next_page(timeout=None)
+            except StoreClosed:
+                raise StopIteration from None
+            if page is not None:
+                return page
+            if self.closed or self._signal.closed:
+                raise StopIteration
+
+    def next_page(self, timeout: float | None, *, events_only: bool = False) -> ApiEventPage | None:
+        """The next page: one holding events, or (unless `events_only`) an empty one whose
+        cursor moved; `None` when `timeout` seconds passed first (`None`: no limit), or the
+        follower or the store closed. `CursorAhead` if the cursor is above the frontier."""
+        signal = self._signal
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._closed.is_set() and not signal.closed:
+            generation = signal.generation  # before the read: a later commit moves it
+            if self._read_at != generation or self._stale():
+                page = self._read()
+                if page.events or (page.next_after_seq != self.cursor and not events_only):
+                    self.cursor, self._read_at = page.next_after_seq, None
+                    return page
+                self._read_at, self._read_time = generation, time.monotonic()
+            now = time.monotonic()
+            left = self.reread_s if deadline is None else min(deadline - now, self.reread_s)
+            if left <= 0:
+                return None
+            signal.wait_past(generation, left)
+        return None
+
+    def _read(self) -> ApiEventPage:
+        page = self._events.load(self._filter, self._next_cursor(), self._limit)
+        if self._next_cursor() > page.latest_seq:
+            raise CursorAhead(
+                f"after_seq {self._next_cursor()} is above the frontier {page.latest_seq}: the "
+                "cursor comes from another database or a restored backup; resync the client"
+            )
+        self.last_read = page
+        return page
+
+    def _next_cursor(self) -> int:
+        # Past the last page read: an empty filtered page moves it too, even when `next_page`
+        # did not return that page.
+        return (
+            self.cursor
+            if self.last_read is None
+            else max(self.cursor, self.last_read.next_after_seq)
+        )
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._read_time >= self.reread_s
+
+    def close(self) -> None:
+        """End the iteration, also one blocked in another thread (it returns at once)."""
+        self._closed.set()
+        self._signal.pulse()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed.is_set()
+
+    @property
+    def store_closed(self) -> bool:
+        """Whether the store closed (the follower ended with it)."""
+        return self._signal.closed
+
+    def __enter__(self) -> Follower:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 class EventService:
@@ -41,3 +159,50 @@ class EventService:
         """The frontier: the largest seq ever assigned; deleting events never lowers it."""
         with self._transactions.reading_one_statement("read latest seq") as uow:
             return uow.events.latest_seq()
+
+    @validate_arguments()
+    def wait(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        after_seq: Int64 | None = None,
+        limit: int = 100,
+        *,
+        timeout: object,
+    ) -> ApiEventPage:
+        """`load`, but when no event matching `filter` is after the cursor, block until one
+        commits (in this process or another) or `timeout` seconds pass; then an empty page whose
+        `next_after_seq` follows `load`'s rules (an empty filtered page still advances).
+        `after_seq=None` is the frontier at the call; `timeout` is a finite number of seconds
+        from 0 to 3,600 (0: a plain load). A cursor above the frontier raises `CursorAhead`
+        (it comes from a restored backup or another database: waiting would skip events)."""
+        seconds = _timeout(timeout)
+        cursor = self.latest_seq() if after_seq is None else after_seq
+        follower = Follower(self, filter, cursor, limit)
+        page = follower.next_page(seconds, events_only=True)
+        if page is not None:
+            return page
+        if follower.last_read is None or follower.store_closed:
+            raise StoreClosed("wait for events: the store was closed")
+        return follower.last_read  # empty; its cursor follows `load`'s rules
+
+    @validate_arguments()
+    def follow(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        after_seq: Int64 | None = None,
+        limit: int = 100,
+    ) -> Follower:
+        """A `Follower`: an iterator of the pages after `after_seq` (else the frontier now), each
+        returned as soon as events matching `filter` commit (or the cursor moves past events of
+        other sessions), and a context manager; `close()` ends it from any thread, as does
+        closing the store. `CursorAhead` as for `wait`."""
+        cursor = self.latest_seq() if after_seq is None else after_seq
+        return Follower(self, filter, cursor, limit)
+
+
+def _timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidRecord(f"timeout must be a number of seconds, got {type(value).__name__}")
+    if not math.isfinite(value) or not 0 <= value <= MAX_WAIT_S:
+        raise InvalidRecord(f"timeout must be between 0 and {MAX_WAIT_S:g} seconds, got {value!r}")
+    return float(value)
