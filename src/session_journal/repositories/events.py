@@ -34,17 +34,7 @@ _TAKE_SEQS = (
 # when the transaction commits, dropped if it rolls back; see `wakeups`): no round trip of its
 # own.
 _NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', '')")
-_TAKE_SEQS_PG = (
-    sa.update(EventSequenceRow)
-    .where(EventSequenceRow.name == API_EVENTS)
-    .values(
-        {
-            EventSequenceRow.last_seq: EventSequenceRow.last_seq
-            + sa.bindparam("count", type_=sa.BigInteger)
-        }
-    )
-    .returning(EventSequenceRow.last_seq, _NOTIFY)
-)
+_TAKE_SEQS_PG = _TAKE_SEQS.returning(_NOTIFY)
 _INSERT_EVENT = sa.insert(ApiEventRow)
 # PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
 _INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
