@@ -207,7 +207,7 @@ class PostgresListener(_Source):
         self._signal.pulse()  # what committed before LISTEN took effect is read again
         self.listening.set()
         while not self._stopping.is_set():
-            for _ in connection.notifies(timeout=0.5, stop_after=1):
+            for _ in connection.notifies(timeout=0.2, stop_after=1):
                 self._signal.pulse()
 
     def _close_connection(self) -> None:
