@@ -167,6 +167,21 @@ class FakeEvents:
         ]
         return self._state.latest_seq, matching[:limit]
 
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, list[tuple[int, str, int, str]]]:
+        rows = [
+            (event.seq, event.session_id, event.recorded_at_ms, event.body.model_dump_json())
+            for event in self._state.events
+            if event.seq > after_seq
+        ]
+        return self._state.latest_seq, rows[:limit]
+
+    def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
+        return {
+            event.seq: self._state.sessions[event.session_id].workspace_id
+            for event in self._state.events
+            if after_seq < event.seq <= through_seq
+        }
+
     def flush(self) -> None:
         """At commit: the queued events get the next seqs, in order."""
         for session_id, recorded_at_ms, body in self._pending:

@@ -101,6 +101,16 @@ class EventReads(Protocol):
         """The frontier and the matching events after `after_seq`, ascending, at most `limit`."""
         ...
 
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, list[tuple[int, str, int, str]]]:
+        """The frontier and the stored rows `(seq, session_id, recorded_at_ms, body text)` of
+        the events after `after_seq`, ascending, at most `limit`."""
+        ...
+
+    def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
+        """The seqs of the events with `after_seq < seq <= through_seq`, each with its
+        session's workspace."""
+        ...
+
 
 class EventWrites(EventReads, Protocol):
     """Appending to the ordered log (seqs are assigned at commit)."""

@@ -12,8 +12,9 @@ Sources, one of each per store whatever the number of followers:
   counter SQLite moves when another connection commits) every `SQLITE_POLL_S`, only while a
   follower waits;
 - other processes and hosts on PostgreSQL: `PostgresListener`, a thread on one connection of its
-  own that `LISTEN`s on `CHANNEL`; every transaction that appends events sends `NOTIFY` (it
-  rides in the statement that takes the seqs, and PostgreSQL delivers it at commit). When that
+  own that `LISTEN`s on `CHANNEL`; every transaction that appends events sends `NOTIFY` with
+  its schema as the payload (it rides in the statement that takes the seqs, and PostgreSQL
+  delivers it at commit); stores of other schemas of the same database ignore it. When that
   connection drops, the listener pulses (followers read the log again) and reconnects; until it
   is back, and wherever `LISTEN` cannot be used, it pulses every `FALLBACK_POLL_S` instead.
 """
@@ -203,12 +204,14 @@ class PostgresListener(_Source):
     def _listen(self) -> None:
         self._connection = connection = self._connect()
         self.connections += 1
+        schema = connection.execute("SELECT current_schema()").fetchone()[0]
         connection.execute(f"LISTEN {CHANNEL}")
         self._signal.pulse()  # what committed before LISTEN took effect is read again
         self.listening.set()
         while not self._stopping.is_set():
-            for _ in connection.notifies(timeout=0.2, stop_after=1):
-                self._signal.pulse()
+            for notification in connection.notifies(timeout=0.2, stop_after=1):
+                if notification.payload == schema:  # not another schema's store
+                    self._signal.pulse()
 
     def _close_connection(self) -> None:
         connection, self._connection = self._connection, None

@@ -28,6 +28,7 @@ from session_journal import (
     Store,
     StoreClosed,
 )
+from session_journal.services.tail import SharedTail
 from session_journal.wakeups import PostgresListener
 from tests.backends import pg_conninfo
 from tests.factories import SessionFactory, SessionFaultFactory
@@ -275,9 +276,11 @@ def listening(store: Store) -> None:
 
 
 def test_a_follower_reads_nothing_while_nothing_commits(sessions: Store) -> None:
-    # Waiting costs no query: the log is read again only when the wake-up signal moves.
+    # Waiting costs no query: the log (or the shared window) is read again only when the
+    # wake-up signal moves.
     listening(sessions)
     follower = sessions.events.follow()
+    assert follower.next_page(timeout=0) is None
     reads: list[int] = []
     original = sessions.events.load
 
@@ -285,13 +288,18 @@ def test_a_follower_reads_nothing_while_nothing_commits(sessions: Store) -> None
         reads.append(1)
         return original(*args, **kwargs)
 
+    refreshes = sessions.events._tail.refreshes
     sessions.events.load = counted  # type: ignore[method-assign]
     try:
         for _ in range(5):
             assert follower.next_page(timeout=0.02) is None
     finally:
         del sessions.events.load
-    assert len(reads) == 1
+    assert (reads, sessions.events._tail.refreshes) == ([], refreshes)
+    sessions.faults.record_startup_fault("a", "now")
+    page = follower.next_page(timeout=LONG_S)
+    assert page is not None and messages(page) == ["now"]
+    assert sessions.events._tail.refreshes == refreshes + 1
     follower.close()
 
 
@@ -337,21 +345,126 @@ def notifications(sessions: Store) -> Iterator[psycopg.Connection[Any]]:
 def test_every_appending_transaction_notifies_at_commit_only(
     sessions: Store, notifications: psycopg.Connection[Any]
 ) -> None:
-    def received() -> int:
-        return sum(1 for _ in notifications.notifies(timeout=0.5))
+    schema = notifications.execute("SELECT current_schema()").fetchone()
+    assert schema is not None
+
+    def received(expected: int) -> list[str | None]:
+        # Another test run's schemas share the channel: only this schema's count.
+        payloads = [
+            n.payload
+            for n in notifications.notifies(
+                timeout=LONG_S if expected else 0.3, stop_after=expected or None
+            )
+            if n.payload == schema[0]
+        ]
+        if expected:
+            payloads += [
+                n.payload for n in notifications.notifies(timeout=0.3) if n.payload == schema[0]
+            ]
+        return payloads
 
     sessions.faults.record_startup_fault("a", "one event")
-    assert received() == 1
+    assert received(1) == [schema[0]]
     with sessions.unit_of_work() as uow:
         for n in range(3):
             uow.events.append("a", 1, SessionFaultFactory(message=f"{n}").model_dump_json())
         uow.commit()
-    assert received() == 1
+    assert received(1) == [schema[0]]  # one per transaction
     with sessions.unit_of_work() as uow:  # rolled back: no notification
         uow.events.append("a", 1, SessionFaultFactory(message="undone").model_dump_json())
         uow.events.flush()
-    assert received() == 0
+    assert received(0) == []
     with sessions.unit_of_work() as uow:
         uow.connection.execute(sa.text("SELECT 1"))
         uow.commit()  # nothing appended: nothing to tell
-    assert received() == 0
+    assert received(0) == []
+
+
+# The shared tail: followers at the frontier are served from one window per store.
+
+
+def follower_pages(follower: Follower, count: int) -> list[int]:
+    """The seqs of the next pages until `count` events came (each page read at once)."""
+    seqs: list[int] = []
+    while len(seqs) < count:
+        page = follower.next_page(timeout=LONG_S)
+        assert page is not None
+        seqs.extend(event.seq for event in page.events)
+    return seqs
+
+
+def test_followers_at_the_frontier_share_one_read_per_wake_up(sessions: Store) -> None:
+    listening(sessions)
+    tail = sessions.events._tail
+    loads: list[int] = []
+    original = sessions.events.load
+
+    def counted(*args: Any, **kwargs: Any) -> ApiEventPage:
+        loads.append(1)
+        return original(*args, **kwargs)
+
+    sessions.events.load = counted  # type: ignore[method-assign]
+    try:
+        followers = [
+            sessions.events.follow(ApiEventFilter(session_id="a" if n % 2 else "b"))
+            for n in range(20)
+        ]
+        got: list[list[str]] = [[] for _ in followers]
+        readers = [collect(f, 3, into) for f, into in zip(followers, got, strict=True)]
+        before = tail.refreshes
+        for n in range(3):
+            sessions.faults.record_startup_fault("a", f"a{n}")
+            sessions.faults.record_startup_fault("b", f"b{n}")
+        for reader in readers:
+            reader.join(LONG_S)
+        for follower in followers:
+            follower.close()
+    finally:
+        del sessions.events.load
+    for n, messages_ in enumerate(got):
+        assert messages_ == [f"{'a' if n % 2 else 'b'}{k}" for k in range(3)]
+    assert loads == []  # no follower read the database itself
+    # At most one read of the window per wake-up, whatever the number of followers: a commit of
+    # this store wakes them twice (right after it, and again when the backend's source sees it).
+    assert tail.refreshes - before <= 2 * 6 + 2
+
+
+def test_the_window_answers_as_load_does_after_deletes_and_moves(sessions: Store) -> None:
+    cursor = sessions.events.latest_seq()
+    sessions.events.wait(after_seq=cursor, timeout=0)  # the window starts at the frontier
+    for n in range(3):
+        sessions.faults.record_startup_fault("a", f"a{n}")
+        sessions.faults.record_startup_fault("b", f"b{n}")
+    assert sessions.sessions.delete("b")
+    sessions.sessions.save(SessionFactory(id="b", workspace_id="w-a"))  # the id again
+    sessions.faults.record_startup_fault("b", "new b")
+    sessions.sessions.save(SessionFactory(id="a", workspace_id="w-b"))  # a moves
+    for event_filter in (
+        None,
+        ApiEventFilter(session_id="b"),
+        ApiEventFilter(workspace_id="w-a"),
+        ApiEventFilter(workspace_id="w-b"),
+    ):
+        for limit in (1, 2, 100):
+            follower = sessions.events.follow(event_filter, after_seq=cursor, limit=limit)
+            served = follower.next_page(timeout=0)
+            assert served == sessions.events.load(event_filter, cursor, limit)
+            follower.close()
+    page = sessions.events.wait(ApiEventFilter(workspace_id="w-a"), after_seq=cursor, timeout=0)
+    assert messages(page) == ["new b"]
+
+
+def test_a_follower_behind_the_window_reads_the_database(sessions: Store) -> None:
+    tail = SharedTail(sessions._database, max_events=3)
+    sessions.events._tail = tail
+    sessions.events.wait(timeout=0)  # the window starts at the frontier (0)
+    with sessions.unit_of_work() as uow:  # more than the window at once
+        for n in range(8):
+            uow.events.append("a", 1, SessionFaultFactory(message=f"m{n}").model_dump_json())
+        uow.commit()
+    with sessions.events.follow(after_seq=0, limit=2) as follower:
+        assert follower_pages(follower, 8) == list(range(1, 9))
+    sessions.faults.record_startup_fault("a", "m8")
+    with sessions.events.follow(after_seq=4, limit=100) as follower:  # below the window
+        assert follower_pages(follower, 5) == list(range(5, 10))
+    assert tail.refreshes >= 1

@@ -32,8 +32,8 @@ _TAKE_SEQS = (
 )
 # PostgreSQL: the statement that takes the seqs also sends the followers' `NOTIFY` (delivered
 # when the transaction commits, dropped if it rolls back; see `wakeups`): no round trip of its
-# own.
-_NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', '')")
+# own. The payload is the schema, so that stores of other schemas of the database ignore it.
+_NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', current_schema())")
 _TAKE_SEQS_PG = _TAKE_SEQS.returning(_NOTIFY)
 _INSERT_EVENT = sa.insert(ApiEventRow)
 # PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
@@ -78,6 +78,15 @@ _APPEND_ONE = (
     )
     .add_cte(_taken, nest_here=True)
 )
+_PRESENT_AFTER = (
+    sa.select(ApiEventRow.seq, SessionContextRow.workspace_id)
+    .select_from(ApiEventRow)
+    .outerjoin(SessionContextRow, SessionContextRow.session_id == ApiEventRow.session_id)
+    .where(ApiEventRow.seq > sa.bindparam("after_seq"))
+    .where(ApiEventRow.seq <= sa.bindparam("through_seq"))
+)
+StoredRow = tuple[int, str, int, str]
+"""An event as stored: `(seq, session_id, recorded_at_ms, body text)`."""
 _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
 _by_seq = itemgetter(0)
 _NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
@@ -260,6 +269,21 @@ class EventRepository:
             params["workspace_id"] = event_filter.workspace_id
         latest, rows = split_frontier(driver.run(self._connection, query, params).fetchall())
         return latest, stored_events(rows)
+
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, list[StoredRow]]:
+        """The frontier and the rows `(seq, session_id, recorded_at_ms, body text)` of the
+        events after `after_seq`, ascending, at most `limit`, by one statement."""
+        query = _PAGE_QUERIES[(self._connection.dialect.name == "sqlite", False, False)]
+        params = {"after_seq": after_seq, "limit": limit}
+        return split_frontier(driver.run(self._connection, query, params).fetchall())
+
+    def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
+        """The seqs of the events with `after_seq < seq <= through_seq`, each with its
+        session's workspace (`None`: the session has no workspace context)."""
+        rows = self._connection.execute(
+            _PRESENT_AFTER, {"after_seq": after_seq, "through_seq": through_seq}
+        )
+        return {seq: workspace_id for seq, workspace_id in rows}
 
 
 def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:

@@ -8,10 +8,11 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 
-from ..api_events import ApiEventFilter, ApiEventPage
+from ..api_events import ApiEventFilter, ApiEventPage, stored_events
 from ..arguments import Given, Int64, validate_arguments
 from ..errors import CursorAhead, InvalidRecord, StoreClosed
 from ..unit_of_work import Transactions
+from .tail import SharedTail
 
 MAX_PAGE = 1000
 MAX_WAIT_S = 3600.0
@@ -65,8 +66,10 @@ class Follower(Iterator[ApiEventPage]):
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed.is_set() and not signal.closed:
             generation = signal.generation  # before the read: a later commit moves it
-            if self._read_at != generation or self._stale():
-                page = self._read()
+            # Read again from the database itself when nothing woke it for `reread_s`.
+            stale = self._read_at is not None and self._stale()
+            if self._read_at != generation or stale:
+                page = self._read(None if stale else generation)
                 if page.events or (page.next_after_seq != self.cursor and not events_only):
                     self.cursor, self._read_at = page.next_after_seq, None
                     return page
@@ -78,12 +81,25 @@ class Follower(Iterator[ApiEventPage]):
             signal.wait_past(generation, left)
         return None
 
-    def _read(self) -> ApiEventPage:
-        page = self._events.load(self._filter, self._next_cursor(), self._limit)
-        if self._next_cursor() > page.latest_seq:
+    def _read(self, generation: int | None) -> ApiEventPage:
+        """The page after the cursor: from the store's shared window when it can answer (for a
+        reader that saw the signal at `generation`), else from the database."""
+        cursor = self._next_cursor()
+        served = None
+        if generation is not None:
+            event_filter = self._filter or ApiEventFilter()
+            served = self._events._tail.page(event_filter, cursor, self._limit, generation)
+        if served is None:
+            page = self._events.load(self._filter, cursor, self._limit)
+        else:
+            latest, rows = served
+            events = stored_events(rows)
+            after = events[-1].seq if events else max(latest, cursor)
+            page = ApiEventPage(events=events, next_after_seq=after, latest_seq=latest)
+        if cursor > page.latest_seq:
             raise CursorAhead(
-                f"after_seq {self._next_cursor()} is above the frontier {page.latest_seq}: the "
-                "cursor comes from another database or a restored backup; resync the client"
+                f"after_seq {cursor} is above the frontier {page.latest_seq}: the cursor comes "
+                "from another database or a restored backup; resync the client"
             )
         self.last_read = page
         return page
@@ -132,6 +148,7 @@ class EventService:
 
     def __init__(self, transactions: Transactions) -> None:
         self._transactions = transactions
+        self._tail = SharedTail(transactions)  # the followers' window
 
     @validate_arguments()
     def load(

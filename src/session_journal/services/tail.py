@@ -1,0 +1,121 @@
+"""The shared tail: one in-memory window of the most recent committed events per store, from
+which followers at or near the frontier are served without a query of their own.
+
+The window holds the stored rows of the events with `lo < seq <= covered`, every one of them,
+and the frontier `hi` (`covered == hi` unless more than a window committed at once), all read
+in one snapshot together with which of those events still exist and their session's workspace.
+It answers a page for that range exactly as `load` would have at that snapshot: the events of a
+session deleted since are gone (which events exist is read again each time, so a session id
+used again after a delete is no confusion), a workspace filter uses each session's workspace as
+the database says, and nothing uncommitted is in it. It is refreshed by one reader for each
+move of the store's wake-up signal (whichever follower comes first, under a lock; the others
+then read memory): two statements, the new rows after `covered` with the frontier, and the
+seqs and workspaces of the events after `lo`. A follower whose cursor is below `lo`, or
+whose page the window cannot complete, reads the database as `load` does.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+
+from ..api_events import ApiEventFilter
+from ..unit_of_work import Transactions
+
+WINDOW_EVENTS = 1_000
+"""The most events the window holds (a follower further behind reads the database)."""
+WINDOW_BYTES = 8 * 1024 * 1024
+"""The most body bytes the window holds."""
+
+Row = tuple[int, str, int, str]
+
+
+class SharedTail:
+    """The window of one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        transactions: Transactions,
+        max_events: int = WINDOW_EVENTS,
+        max_bytes: int = WINDOW_BYTES,
+    ) -> None:
+        self._transactions = transactions
+        self._max_events = max_events
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._generation = -1  # of the signal, when the window was last read
+        self._filled = False
+        self._lo = self._covered = self._hi = 0
+        self._seqs: list[int] = []
+        self._rows: list[Row] = []
+        self._bytes = 0
+        self._present: dict[int, str | None] = {}  # seq of an event that exists: its workspace
+        self.refreshes = 0
+        """How many times the window was read (for tests and benchmarks)."""
+
+    def page(
+        self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
+    ) -> tuple[int, list[Row]] | None:
+        """The frontier and the rows of the page after `cursor` matching `event_filter`, as
+        `load` would read them, for a reader that saw the signal at `generation` before it
+        asked; `None` when the window cannot answer (read the database)."""
+        with self._lock:
+            if generation > self._generation:
+                self._refresh(generation)
+            if cursor < self._lo:
+                return None
+            rows: list[Row] = []
+            for row in self._rows[bisect_right(self._seqs, cursor) :]:
+                if len(rows) >= limit:
+                    break
+                if row[0] not in self._present:
+                    continue  # deleted since (with its session)
+                if event_filter.session_id not in (None, row[1]):
+                    continue
+                if event_filter.workspace_id is not None and (
+                    self._present[row[0]] != event_filter.workspace_id
+                ):
+                    continue
+                rows.append(row)
+            if len(rows) < limit and self._covered < self._hi:
+                return None  # the rest of the page is beyond the window
+            return self._hi, rows
+
+    def drop(self) -> None:
+        """Forget the window (it is read again from the frontier by the next follower)."""
+        with self._lock:
+            self._filled = False
+            self._generation = -1
+
+    def _refresh(self, generation: int) -> None:
+        with self._transactions.reading("read the followers' window") as uow:
+            if not self._filled:  # start empty at the frontier
+                self._hi = self._lo = self._covered = uow.events.latest_seq()
+                self._seqs, self._rows, self._bytes = [], [], 0
+                self._present = {}
+                self._filled = True
+            else:
+                hi, new = uow.events.rows_after(self._covered, self._max_events)
+                self._hi = hi
+                self._covered = new[-1][0] if len(new) == self._max_events else hi
+                for row in new:
+                    self._seqs.append(row[0])
+                    self._rows.append(row)
+                    self._bytes += len(row[3])
+                self._trim()
+                self._present = uow.events.present_after(self._lo, self._covered)
+        self._generation = generation
+        self.refreshes += 1
+
+    def _trim(self) -> None:
+        drop = 0
+        size = self._bytes
+        while drop < len(self._rows) and (
+            len(self._rows) - drop > self._max_events or size > self._max_bytes
+        ):
+            size -= len(self._rows[drop][3])
+            drop += 1
+        if drop:
+            self._lo = self._seqs[drop - 1]
+            del self._rows[:drop], self._seqs[:drop]
+            self._bytes = size
