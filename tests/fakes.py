@@ -20,6 +20,7 @@ from session_journal import (
     ApiEvent,
     ApiEventFilter,
     CheckpointMetadata,
+    IntegrityViolation,
     SessionRecord,
     SessionState,
     StoreOptions,
@@ -61,6 +62,13 @@ class FakeState:
     operations: dict[str, CheckpointOperation] = field(default_factory=dict)
     projections: dict[str, StoredProjection] = field(default_factory=dict)
     transcripts: dict[str, list[TranscriptItem]] = field(default_factory=dict)
+
+
+def require_session(state: FakeState, session_id: str) -> None:
+    """The foreign key every session-owned row has: the database refuses the row (at the
+    latest at commit) when its session does not exist, and so does the fake, at once."""
+    if session_id not in state.sessions:
+        raise IntegrityViolation(f"FOREIGN KEY: session {session_id!r} does not exist")
 
 
 class FakeSessions:
@@ -138,6 +146,7 @@ class FakeEvents:
 
     def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         EVENT_DATA.validate_json(body)  # an API event body, or the test fails here
+        require_session(self._state, session_id)
         self._pending.append((session_id, recorded_at_ms, body))
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
@@ -207,6 +216,7 @@ class FakeActivity:
         return self._state.activity.get(session_id)
 
     def put(self, session_id: str, body: str) -> None:
+        require_session(self._state, session_id)
         self._state.activity[session_id] = body
 
 
@@ -226,6 +236,7 @@ class FakeCheckpoints:
     def insert(self, session_id: str, command_id: str) -> None:
         # The primary key: one operation per session.
         assert session_id not in self._state.operations, f"{session_id}: operation open"
+        require_session(self._state, session_id)
         self._state.operations[session_id] = CheckpointOperation(
             session_id=session_id, command_id=command_id
         )

@@ -96,13 +96,13 @@ def listed(item: Any, what: str) -> Any:
 
 
 def sequence_of(what: str) -> BeforeValidator:
-    """Annotate a `Sequence` argument: text or a non-sequence is refused before its items are
-    validated ("must be a sequence of `what`")."""
+    """Annotate a `Sequence` argument: any sequence but text is taken, as a list; text or a
+    non-sequence is refused before its items are validated ("must be a sequence of `what`")."""
 
     def check(value: Any) -> Any:
         if isinstance(value, str | bytes) or not isinstance(value, Sequence):
             raise ValueError(f"must be a sequence of {what}")
-        return value
+        return list(value)  # any Sequence (a UserList, a view), read once, as a list
 
     return BeforeValidator(check)
 

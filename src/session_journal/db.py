@@ -190,6 +190,7 @@ _STORAGE_ERRORS: dict[str, type[StorageError]] = {
     "22": PermanentStorageError,  # data exception: a value the column cannot hold
     "25006": PermanentStorageError,  # read_only_sql_transaction: a read-only database
     "53100": PermanentStorageError,  # disk_full
+    "54": PermanentStorageError,  # program limit exceeded: too many parameters, too complex
     "XX001": PermanentStorageError,  # data_corrupted
     "XX002": PermanentStorageError,  # index_corrupted
 }

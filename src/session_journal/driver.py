@@ -236,6 +236,19 @@ def is_driver_error(error: BaseException) -> bool:
 
 CONNECTION_FAILURE = "08006"
 """The SQLSTATE `error_code` gives psycopg's own connection failures, which carry none."""
+TOO_MANY_PARAMETERS = "54023"
+"""The SQLSTATE (too_many_arguments) `error_code` gives psycopg's refusal of a statement with
+more parameters than the protocol carries."""
+# What a server's FATAL refusal of a connection says when trying again later may succeed; any
+# other FATAL refusal (no such database, no such role, a password refused) stays one.
+_PASSING_FATAL = (
+    "starting up",
+    "shutting down",
+    "too many clients",
+    "remaining connection slots",
+    "recovery mode",
+    "terminating connection",
+)
 
 
 def error_code(error: BaseException) -> str | None:
@@ -243,7 +256,9 @@ def error_code(error: BaseException) -> str | None:
     SQLAlchemy wrapped), as a code: SQLite's primary result code ("SQLITE_BUSY", also for an
     extended code such as SQLITE_BUSY_SNAPSHOT), PostgreSQL's SQLSTATE ("40P01"). psycopg's own
     connection failures (refused, lost, closed: an `OperationalError` the server sent no
-    SQLSTATE for) are `CONNECTION_FAILURE`. `None` for anything else."""
+    SQLSTATE for) are `CONNECTION_FAILURE`, unless the server refused the connection for good
+    (a FATAL message such as "database ... does not exist": `None`); its refusal of a statement
+    with too many parameters is `TOO_MANY_PARAMETERS`. `None` for anything else."""
     if isinstance(error, sa.exc.DBAPIError) and error.orig is not None:
         error = error.orig
     if isinstance(error, sqlite3.Error):
@@ -255,4 +270,11 @@ def error_code(error: BaseException) -> str | None:
         return None
     if error.sqlstate:
         return str(error.sqlstate)
-    return CONNECTION_FAILURE if isinstance(error, psycopg.OperationalError) else None
+    if not isinstance(error, psycopg.OperationalError):
+        return None
+    message = str(error)
+    if "number of parameters" in message:  # refused by the client: the same call always is
+        return TOO_MANY_PARAMETERS
+    if "FATAL:" in message and not any(text in message for text in _PASSING_FATAL):
+        return None  # the server refused the connection for good: no such database or role
+    return CONNECTION_FAILURE

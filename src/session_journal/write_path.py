@@ -6,10 +6,11 @@ transaction for a block of the caller's own code (`exclusive`).
 
 **Group commit.** Calls from concurrent threads queue; whichever caller finds the write path free
 becomes the *leader* and runs, in its own thread, whatever is queued at that moment as one batch:
-one transaction, each call in its own SAVEPOINT (but the first, which needs none: undoing it
-undoes the whole transaction), one commit (one fsync) for all. A lone caller leads its own batch
-of one, with no savepoint, no timer and no thread hand-off, so it waits for nothing. A leader
-keeps leading until its own call is done, then hands over to a waiting caller.
+one transaction, each call in its own SAVEPOINT (on PostgreSQL but the first, which needs none:
+undoing it undoes the whole transaction), one commit (one fsync) for all. A lone caller leads
+its own batch of one, with no savepoint, no timer and no thread hand-off, so it waits for
+nothing. A leader keeps leading until its own call is done, then hands over to a waiting
+caller.
 
 The rules a caller can rely on:
 - a call returns (or raises) only after the commit that contains its work is durable;
@@ -206,9 +207,13 @@ class WritePath:
         kept connection."""
         with self._idle:
             self._closed = True
-            while self._queue:  # no batch took these: they never ran
-                call = self._queue.popleft()
-                call.settle(StoreClosed(f"{call.action}: the store was closed"), failed=True)
+            never_ran, self._queue = list(self._queue), deque()  # no batch took these
+            _settle_all(
+                [
+                    (call, StoreClosed(f"{call.action}: the store was closed"), True)
+                    for call in never_ran
+                ]
+            )
             self._idle.notify_all()
             if not self.writing_in_this_thread():
                 while self._leading:
@@ -283,7 +288,7 @@ class WritePath:
                         return True  # this thread holds the write path for its block
                     if head.exclusive:  # the write path goes to that block's thread
                         call.leads, head.leads = False, True
-                        head.signal()
+                        _wake(head)
                         continue
                 self._run()
         except BaseException:
@@ -301,7 +306,7 @@ class WritePath:
         if self._queue:
             head = self._queue[0]
             head.leads = True
-            head.signal()
+            _wake(head)
         else:
             self._leading = False
             self._idle.notify_all()
@@ -328,13 +333,18 @@ class WritePath:
             connection = self._checkout()
             uow = UnitOfWork(connection, self._options, self._mark_commit)
             driver.begin_write(connection)
+            sqlite = connection.dialect.name == "sqlite"
             self._running_thread = threading.get_ident()
             for index, call in enumerate(batch):
                 if uow.events.pending_count() >= MAX_BATCH_EVENTS:
                     rest, batch = batch[index:], batch[:index]
                     self._give_back(rest)  # back at the head of the queue, in order
                     break
-                outcome = self._run_call(call, uow, connection, first=index == 0)
+                # Without a savepoint: a lone call, or on PostgreSQL the first call of a batch
+                # (its undo rolls back a transaction holding only its work). On SQLite that
+                # rollback would let another process take the write lock mid-batch.
+                bare = index == 0 and (len(batch) == 1 or not sqlite)
+                outcome = self._run_call(call, uow, connection, first=bare)
                 outcomes.append((call, *outcome))
             self.batches += 1
             self.calls += len(outcomes)
@@ -348,16 +358,24 @@ class WritePath:
                 if connection is not None:
                     _discard_connection(connection)
                 shared = len(batch) > 1  # a violation found now is no one call's own
-                for call in batch:
-                    call.settle(storage_error(call.action, error, shared=shared), failed=True)
+                _settle_all(
+                    [
+                        (call, storage_error(call.action, error, shared=shared), True)
+                        for call in batch
+                    ]
+                )
             if not isinstance(error, Exception):
                 raise
         finally:
             self._running_thread = None
             if committed:  # settled only now: after the commit, whatever came after it
-                for call, kind, value in outcomes:
-                    if kind != _RETRY:
-                        call.settle(value, failed=kind == _ERROR)
+                _settle_all(
+                    [
+                        (call, value, kind == _ERROR)
+                        for call, kind, value in outcomes
+                        if kind != _RETRY
+                    ]
+                )
                 self._committed()
 
     def _run_call(
@@ -471,6 +489,32 @@ _INHERITED: list[object] = []
 
 
 _OK, _ERROR, _RETRY = "ok", "error", "retry"
+
+
+def _settle_all(settlements: list[tuple[_Call[Any], Any, bool]]) -> None:
+    """Record the outcome of every call `(call, value, failed)`, then wake every caller. An
+    exception raised meanwhile in this thread (a `KeyboardInterrupt` landing in the middle) is
+    raised only once every caller is woken: a caller whose call is settled but never woken
+    would wait forever."""
+    for call, value, failed in settlements:
+        call.value, call.failed, call.done = value, failed, True
+    _wake(*(call for call, _, _ in settlements))
+
+
+def _wake(*calls: _Call[Any]) -> None:
+    """Signal each call's thread, all of them even if an exception interrupts this one (a
+    signal given twice is harmless); the first such exception is raised at the end."""
+    pending = list(calls)
+    interrupted: BaseException | None = None
+    while pending:
+        try:
+            while pending:
+                pending[-1].signal()
+                pending.pop()
+        except BaseException as error:
+            interrupted = interrupted or error
+    if interrupted is not None:
+        raise interrupted
 
 
 def _is_deadlock(error: BaseException) -> bool:

@@ -468,3 +468,16 @@ def test_a_follower_behind_the_window_reads_the_database(sessions: Store) -> Non
     with sessions.events.follow(after_seq=4, limit=100) as follower:  # below the window
         assert follower_pages(follower, 5) == list(range(5, 10))
     assert tail.refreshes >= 1
+
+
+def test_a_cursor_newer_than_the_window_is_not_taken_for_one_ahead(
+    sessions: Store, migrated_url: str
+) -> None:
+    # A follower may hold a cursor read from the database after a commit that has not woken
+    # the window yet: the window must not call that cursor ahead of the frontier.
+    sessions.events.wait(timeout=0)  # the window, at the frontier
+    with Store.open(migrated_url) as other:  # its commits pulse only its own signal
+        other.faults.record_startup_fault("a", "unseen by the window")
+    fresh = sessions.events.load(after_seq=0)
+    page = sessions.events.wait(after_seq=fresh.next_after_seq, timeout=0)
+    assert page == ApiEventPage(events=[], next_after_seq=1, latest_seq=1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -583,3 +584,45 @@ def test_a_failed_batch_leaves_no_lock_behind_for_other_writers(migrated_url: st
             SessionFaultFactory(message="another writer"),
             SessionFaultFactory(message="same store"),
         ]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_refused_first_call_keeps_the_sqlite_write_lock_for_the_batch(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite: undoing a batch's first call must not roll the transaction back, which would free
+    # the write lock in the middle of the batch for another process to take (and hold past the
+    # busy timeout, failing every call of the batch). Another connection tries to take the lock
+    # whenever the write path rolls back while it runs a call's undo.
+    store.sessions.save(SessionFactory(id="a"))
+    database = store.url.removeprefix("sqlite:///")
+    taken: list[str] = []
+    real_rollback = write_path_module.driver.rollback
+
+    def rollback_then_compete(connection: sa.Connection) -> None:
+        real_rollback(connection)
+        if store._database.write_path.writing_in_this_thread():  # in a batch, not between
+            competitor = sqlite3.connect(database, timeout=0, isolation_level=None)
+            try:
+                competitor.execute("BEGIN IMMEDIATE")
+                taken.append("the write lock was free mid-batch")
+                competitor.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass
+            finally:
+                competitor.close()
+
+    monkeypatch.setattr(write_path_module.driver, "rollback", rollback_then_compete)
+
+    def refused(uow: UnitOfWork) -> None:
+        uow.events.append("ghost", 1, SessionFaultFactory(message="x").model_dump_json())
+
+    calls = [
+        lambda: store.run_in_unit_of_work(refused),
+        lambda: store.faults.record_startup_fault("a", "second"),
+    ]
+    with one_batch(store, calls) as callers:
+        outcomes = [caller.outcome for caller in callers]
+    assert isinstance(outcomes[0], SessionNotFound) and outcomes[1] is True
+    assert taken == []
+    assert bodies(store) == [SessionFaultFactory(message="second")]

@@ -16,6 +16,7 @@ from session_journal import (
     TransientStorageError,
 )
 from session_journal.unit_of_work import UnitOfWork
+from tests.backends import postgres_base_url
 from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
 
@@ -152,3 +153,13 @@ def test_a_connection_the_server_ended_is_a_transient_error(store: Store) -> Non
     assert isinstance(raised.value, StorageError)
     assert store.faults.record_startup_fault("s", "retried")  # a new connection
     assert bodies(store) == [SessionFaultFactory(message="retried")]
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_database_that_does_not_exist_is_no_transient_error(backend: str) -> None:
+    # The server refuses the connection for good: a caller told to retry would never stop.
+    missing = sa.make_url(postgres_base_url()).set(database="sj_no_such_database")
+    with pytest.raises(StorageError) as raised:
+        Store.open(missing.render_as_string(hide_password=False))
+    assert not isinstance(raised.value, TransientStorageError)
+    assert 'database "sj_no_such_database" does not exist' in str(raised.value)

@@ -68,6 +68,7 @@ POSTGRES_CASES = [
     ("22001", PermanentStorageError),  # string_data_right_truncation
     ("25006", PermanentStorageError),  # read_only_sql_transaction
     ("53100", PermanentStorageError),  # disk_full
+    ("54023", PermanentStorageError),  # too_many_arguments
     ("XX001", PermanentStorageError),  # data_corrupted
     ("XX002", PermanentStorageError),  # index_corrupted
     ("25P02", StorageError),  # in_failed_sql_transaction: the caller's own code swallowed one
@@ -114,6 +115,28 @@ def test_a_psycopg_connection_failure_without_a_sqlstate_is_transient() -> None:
         assert driver.error_code(error) == driver.CONNECTION_FAILURE
         assert storage_error_type(error) is TransientStorageError
     assert storage_error_type(psycopg.InterfaceError("bad use")) is StorageError
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ('connection failed: FATAL:  database "gone" does not exist', StorageError),
+        ('connection failed: FATAL:  role "nobody" does not exist', StorageError),
+        ("connection failed: FATAL:  password authentication failed", StorageError),
+        ("connection failed: FATAL:  the database system is starting up", TransientStorageError),
+        ("connection failed: FATAL:  sorry, too many clients already", TransientStorageError),
+        ("FATAL:  terminating connection due to administrator command", TransientStorageError),
+        (
+            "sending query and params failed: number of parameters must be between 0 and 65535",
+            PermanentStorageError,
+        ),
+    ],
+)
+def test_a_psycopg_refusal_for_good_is_not_transient(
+    message: str, expected: type[StorageError]
+) -> None:
+    # Retrying a connection to a database or role that does not exist would never end.
+    assert storage_error_type(psycopg.OperationalError(message)) is expected
 
 
 def test_sqlalchemy_verdicts_count_when_the_driver_gives_no_code() -> None:

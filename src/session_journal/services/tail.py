@@ -62,7 +62,9 @@ class SharedTail:
         with self._lock:
             if generation > self._generation:
                 self._refresh(generation)
-            if cursor < self._lo:
+            if not self._lo <= cursor <= self._hi:
+                # Behind the window; or ahead of it: the reader saw newer rows in the database
+                # than this window holds (a commit not signalled yet). The database answers.
                 return None
             rows: list[Row] = []
             for row in self._rows[bisect_right(self._seqs, cursor) :]:
