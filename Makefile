@@ -51,6 +51,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, on SQLite and PostgreSQL
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/group_commit.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/follow.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/versus_eventsourcing.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/legacy_migration.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/projection.py $(BENCH_ARGS)
