@@ -22,9 +22,9 @@ from bisect import bisect_right
 from ..api_events import ApiEventFilter
 from ..unit_of_work import Transactions
 
-WINDOW_EVENTS = 1_000
+WINDOW_EVENTS = 10_000
 """The most events the window holds (a follower further behind reads the database)."""
-WINDOW_BYTES = 8 * 1024 * 1024
+WINDOW_BYTES = 16 * 1024 * 1024
 """The most body bytes the window holds."""
 
 Row = tuple[int, str, int, str]
