@@ -59,6 +59,20 @@ def _env_float(name: str, default: float) -> float:
         raise InvalidRecord(f"{name} must be a number of seconds, got {raw!r}") from None
 
 
+MAX_WINDOW_EVENTS = 1_000_000
+"""The largest `follow_window_events`."""
+MAX_WINDOW_BYTES = 1024 * 1024 * 1024
+"""The largest `follow_window_bytes` (1 GiB)."""
+
+
+def _bounded_int(value: object, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRecord(f"{name} must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidRecord(f"{name} must be from {low} to {high}, got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class StoreOptions:
     """Tuning of the write path; defaults favour durability.
@@ -67,11 +81,15 @@ class StoreOptions:
     `NORMAL`: it survives a crash of the process but may be lost with the machine).
     `busy_timeout_s` is how long a SQLite writer waits for another process's write lock.
     `max_body_bytes` bounds one encoded JSON body.
+    `follow_window_events` and `follow_window_bytes` bound the followers' shared window of the
+    most recent events (`services/tail.py`): followers further behind read the database.
     """
 
     sqlite_synchronous: str = "FULL"
     busy_timeout_s: float = 60.0
     max_body_bytes: int = 1024 * 1024
+    follow_window_events: int = 10_000
+    follow_window_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         """Every option is checked here, when the options are built, so a bad value is an
@@ -85,6 +103,8 @@ class StoreOptions:
             raise InvalidRecord(
                 f"max_body_bytes must be from 1 to {MAX_BODY_BYTES_LIMIT}, got {size}"
             )
+        _bounded_int(self.follow_window_events, "follow_window_events", 0, MAX_WINDOW_EVENTS)
+        _bounded_int(self.follow_window_bytes, "follow_window_bytes", 0, MAX_WINDOW_BYTES)
 
     @classmethod
     def from_env(cls) -> StoreOptions:

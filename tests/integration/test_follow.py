@@ -27,8 +27,8 @@ from session_journal import (
     SessionFault,
     Store,
     StoreClosed,
+    StoreOptions,
 )
-from session_journal.services.tail import SharedTail
 from session_journal.wakeups import PostgresListener
 from tests.backends import pg_conninfo
 from tests.factories import SessionFactory, SessionFaultFactory
@@ -454,9 +454,10 @@ def test_the_window_answers_as_load_does_after_deletes_and_moves(sessions: Store
     assert messages(page) == ["new b"]
 
 
-def test_a_follower_behind_the_window_reads_the_database(sessions: Store) -> None:
-    tail = SharedTail(sessions._database, max_events=3)
-    sessions.events._tail = tail
+def test_a_follower_behind_the_window_reads_the_database(migrated_url: str) -> None:
+    sessions = Store.open(migrated_url, options=StoreOptions(follow_window_events=3))
+    sessions.sessions.save(SessionFactory(id="a"))
+    tail = sessions.events._tail
     sessions.events.wait(timeout=0)  # the window starts at the frontier (0)
     with sessions.unit_of_work() as uow:  # more than the window at once
         for n in range(8):
@@ -468,6 +469,17 @@ def test_a_follower_behind_the_window_reads_the_database(sessions: Store) -> Non
     with sessions.events.follow(after_seq=4, limit=100) as follower:  # below the window
         assert follower_pages(follower, 5) == list(range(5, 10))
     assert tail.refreshes >= 1
+    sessions.close()
+
+
+def test_without_a_window_every_follower_reads_the_database(migrated_url: str) -> None:
+    with Store.open(migrated_url, options=StoreOptions(follow_window_events=0)) as store:
+        store.sessions.save(SessionFactory(id="a"))
+        writer = later(lambda: store.faults.record_startup_fault("a", "read from the log"))
+        page = store.events.wait(after_seq=0, timeout=LONG_S)
+        writer.join()
+        assert messages(page) == ["read from the log"]
+        assert store.events._tail.refreshes == 0
 
 
 def test_a_cursor_newer_than_the_window_is_not_taken_for_one_ahead(

@@ -14,6 +14,22 @@ from session_journal.cli import main
     ("options", "message"),
     [
         (
+            {"follow_window_events": -1},
+            "follow_window_events must be from 0 to 1000000, got -1",
+        ),
+        (
+            {"follow_window_events": True},
+            "follow_window_events must be an integer, got bool",
+        ),
+        (
+            {"follow_window_bytes": 2**40},
+            "follow_window_bytes must be from 0 to 1073741824, got 1099511627776",
+        ),
+        (
+            {"follow_window_bytes": 1.5},
+            "follow_window_bytes must be an integer, got float",
+        ),
+        (
             {"busy_timeout_s": math.nan},
             "busy_timeout_s must be a finite number of seconds from 0 to 3600, got nan",
         ),

@@ -22,11 +22,6 @@ from bisect import bisect_right
 from ..api_events import ApiEventFilter
 from ..unit_of_work import Transactions
 
-WINDOW_EVENTS = 10_000
-"""The most events the window holds (a follower further behind reads the database)."""
-WINDOW_BYTES = 16 * 1024 * 1024
-"""The most body bytes the window holds."""
-
 Row = tuple[int, str, int, str]
 
 
@@ -36,12 +31,16 @@ class SharedTail:
     def __init__(
         self,
         transactions: Transactions,
-        max_events: int = WINDOW_EVENTS,
-        max_bytes: int = WINDOW_BYTES,
+        max_events: int | None = None,
+        max_bytes: int | None = None,
     ) -> None:
+        """A window of at most `max_events` events and `max_bytes` body bytes (by default the
+        store's `follow_window_events` and `follow_window_bytes`; 0 events: no window, every
+        follower reads the database)."""
+        options = transactions.options
         self._transactions = transactions
-        self._max_events = max_events
-        self._max_bytes = max_bytes
+        self._max_events = options.follow_window_events if max_events is None else max_events
+        self._max_bytes = options.follow_window_bytes if max_bytes is None else max_bytes
         self._lock = threading.Lock()
         self._generation = -1  # of the signal, when the window was last read
         self._filled = False
@@ -59,6 +58,8 @@ class SharedTail:
         """The frontier and the rows of the page after `cursor` matching `event_filter`, as
         `load` would read them, for a reader that saw the signal at `generation` before it
         asked; `None` when the window cannot answer (read the database)."""
+        if self._max_events == 0:
+            return None
         with self._lock:
             if generation > self._generation:
                 self._refresh(generation)
