@@ -38,10 +38,9 @@ config = context.config
 if config.config_file_name is not None and config.attributes.get("url") is None:
     logging.config.fileConfig(config.config_file_name, disable_existing_loggers=False)
 
-url = (
-    config.attributes.get("url")
-    or context.get_x_argument(as_dictionary=True).get("url")
-    or resolve_url()
+# An empty `-x url=` is refused (resolve_url), not taken for the default database.
+url = config.attributes.get("url") or resolve_url(
+    context.get_x_argument(as_dictionary=True).get("url")
 )
 is_sqlite = sa.make_url(url).get_backend_name() == "sqlite"
 

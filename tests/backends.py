@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import uuid
 import warnings
@@ -158,9 +159,12 @@ def migrated_database_url(backend: str, template: str | None, directory: Path) -
 
 @contextmanager
 def database_url(backend: str, directory: Path) -> Iterator[str]:
-    """A URL of an empty database on `backend`."""
+    """A URL of an empty database on `backend` (on SQLite an empty file: read-only use never
+    creates a database, see `missing_sqlite_url` for none at all)."""
     if backend == "sqlite":
-        yield f"sqlite:///{directory / 'journal.db'}"
+        path = directory / "journal.db"
+        sqlite3.connect(path).close()  # an empty database, before anything else opens it
+        yield f"sqlite:///{path}"
         return
     with postgres_schema() as url:
         yield url

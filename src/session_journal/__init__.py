@@ -37,6 +37,7 @@ from .config import StoreOptions
 from .errors import (
     ChainBroken,
     CursorAhead,
+    DatabaseNotFound,
     IncompatibleSchema,
     IntegrityViolation,
     InvalidRecord,
@@ -81,6 +82,7 @@ __all__ = [
     "CommandResult",
     "CommandResultKind",
     "CursorAhead",
+    "DatabaseNotFound",
     "Follower",
     "IncompatibleSchema",
     "InputRequired",

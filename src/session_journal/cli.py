@@ -21,7 +21,7 @@ from types import FrameType
 from . import migrations
 from .api_events import ApiEventFilter
 from .config import StoreOptions, resolve_url
-from .db import create_engine
+from .db import create_engine, require_database
 from .demo import run_demo
 from .errors import SessionJournalError
 from .journal.search import MAX_SEARCH_LIMIT
@@ -142,8 +142,8 @@ def _bounded_int(maximum: int) -> Callable[[str], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
-    url = resolve_url(args.url)
     try:
+        url = resolve_url(args.url)
         if args.command == "db":
             return _db(url, args.db_command, getattr(args, "revision", "head"))
         if args.command == "events":
@@ -183,7 +183,9 @@ def _db(url: str, command: str, revision: str) -> int:
 
 
 def _status(url: str) -> migrations.SchemaStatus:
-    engine = create_engine(url, StoreOptions.from_env(), role="reader")
+    options = StoreOptions.from_env()
+    require_database(url)  # a read-only command never creates a database
+    engine = create_engine(url, options, role="reader")
     try:
         return migrations.status(engine)
     finally:

@@ -15,7 +15,11 @@ BUSY_TIMEOUT_ENV = "SESSION_JOURNAL_BUSY_TIMEOUT_S"
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The URL given, else `SESSION_JOURNAL_DATABASE_URL`, else the embedded SQLite default."""
+    """The URL given, else `SESSION_JOURNAL_DATABASE_URL`, else the embedded SQLite default. An
+    empty URL given (`--url ""`, `-x url=`) is an `InvalidRecord`, not the default: a mistyped
+    variable must not send the caller to another database."""
+    if url is not None and not url.strip():
+        raise InvalidRecord("the database URL is empty")
     return url or os.environ.get(URL_ENV) or DEFAULT_URL
 
 

@@ -27,6 +27,7 @@ from sqlalchemy.engine import Engine
 from . import driver
 from .config import StoreOptions
 from .errors import (
+    DatabaseNotFound,
     IntegrityViolation,
     InvalidRecord,
     PermanentStorageError,
@@ -37,6 +38,24 @@ from .errors import (
 
 POSTGRESQL_EXTRA = "session-journal[postgresql]"
 """What to install for PostgreSQL: the package with psycopg (an optional extra)."""
+
+
+def require_database(url: str) -> None:
+    """`DatabaseNotFound` when the URL names a SQLite file that does not exist (connecting would
+    create an empty one). Only the path is looked at, never the file opened. PostgreSQL never
+    creates a database on connect: a missing one is found when connecting."""
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError as error:
+        raise InvalidRecord(f"invalid database URL: {error}") from None
+    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri"):
+        return
+    path = parsed.database
+    if path not in (None, "", ":memory:") and not os.path.exists(path):
+        raise DatabaseNotFound(
+            f"no SQLite database at {os.path.abspath(path)}: check the URL, or create it with "
+            "`session-journal db upgrade` (or `Store.open(url, upgrade=True)`)"
+        )
 
 
 def create_engine(
@@ -190,6 +209,7 @@ _STORAGE_ERRORS: dict[str, type[StorageError]] = {
     "22": PermanentStorageError,  # data exception: a value the column cannot hold
     "25006": PermanentStorageError,  # read_only_sql_transaction: a read-only database
     "53100": PermanentStorageError,  # disk_full
+    "3D000": DatabaseNotFound,  # invalid_catalog_name: no such database
     "54": PermanentStorageError,  # program limit exceeded: too many parameters, too complex
     "XX001": PermanentStorageError,  # data_corrupted
     "XX002": PermanentStorageError,  # index_corrupted

@@ -236,6 +236,9 @@ def is_driver_error(error: BaseException) -> bool:
 
 CONNECTION_FAILURE = "08006"
 """The SQLSTATE `error_code` gives psycopg's own connection failures, which carry none."""
+NO_SUCH_DATABASE = "3D000"
+"""The SQLSTATE (invalid_catalog_name) `error_code` gives a server's refusal of a connection to
+a database it does not have (psycopg reports no SQLSTATE for it)."""
 TOO_MANY_PARAMETERS = "54023"
 """The SQLSTATE (too_many_arguments) `error_code` gives psycopg's refusal of a statement with
 more parameters than the protocol carries."""
@@ -257,7 +260,8 @@ def error_code(error: BaseException) -> str | None:
     extended code such as SQLITE_BUSY_SNAPSHOT), PostgreSQL's SQLSTATE ("40P01"). psycopg's own
     connection failures (refused, lost, closed: an `OperationalError` the server sent no
     SQLSTATE for) are `CONNECTION_FAILURE`, unless the server refused the connection for good
-    (a FATAL message such as "database ... does not exist": `None`); its refusal of a statement
+    (a FATAL message: `NO_SUCH_DATABASE` for a database it does not have, `None` for anything
+    else, such as a role it does not know); its refusal of a statement
     with too many parameters is `TOO_MANY_PARAMETERS`. `None` for anything else."""
     if isinstance(error, sa.exc.DBAPIError) and error.orig is not None:
         error = error.orig
@@ -275,6 +279,8 @@ def error_code(error: BaseException) -> str | None:
     message = str(error)
     if "number of parameters" in message:  # refused by the client: the same call always is
         return TOO_MANY_PARAMETERS
+    if "FATAL:" in message and 'database "' in message and "does not exist" in message:
+        return NO_SUCH_DATABASE
     if "FATAL:" in message and not any(text in message for text in _PASSING_FATAL):
-        return None  # the server refused the connection for good: no such database or role
+        return None  # the server refused the connection for good: no such role, a password
     return CONNECTION_FAILURE

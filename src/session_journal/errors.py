@@ -66,6 +66,13 @@ class IntegrityViolation(PermanentStorageError):
     the call was committed; the same statements break it again."""
 
 
+class DatabaseNotFound(PermanentStorageError):
+    """There is no database at the URL: a SQLite file that does not exist (read-only commands
+    and `Store.open` without `upgrade` never create one), or a PostgreSQL database the server
+    does not have. Check the URL; create the database with `session-journal db upgrade` (or
+    `Store.open(url, upgrade=True)`)."""
+
+
 class CursorAhead(SessionJournalError):
     """`wait` or `follow` was given a cursor above the frontier: it comes from a restored backup
     or from another database, and waiting would silently skip the events that will take those

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from . import migrations
 from .config import StoreOptions, resolve_url
 from .database import Database
+from .db import require_database
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
@@ -49,9 +50,13 @@ class Store:
 
         Raises `SchemaOutOfDate` for an empty or older database unless `upgrade=True` migrates it
         first, and `IncompatibleSchema` for a database migrated by newer, incompatible code.
+        Without `upgrade` a missing database is `DatabaseNotFound` (a SQLite file is never
+        created then); with it, a SQLite file is created.
         """
         url = resolve_url(url)
         options = options or StoreOptions.from_env()
+        if not upgrade:  # never create a database that is not there
+            require_database(url)
         database = Database(url, options)
         try:
             if upgrade:

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 import session_journal
 from session_journal import (
+    DatabaseNotFound,
     IntegrityViolation,
     PermanentStorageError,
     SessionJournalError,
@@ -69,6 +70,7 @@ POSTGRES_CASES = [
     ("25006", PermanentStorageError),  # read_only_sql_transaction
     ("53100", PermanentStorageError),  # disk_full
     ("54023", PermanentStorageError),  # too_many_arguments
+    ("3D000", DatabaseNotFound),  # invalid_catalog_name
     ("XX001", PermanentStorageError),  # data_corrupted
     ("XX002", PermanentStorageError),  # index_corrupted
     ("25P02", StorageError),  # in_failed_sql_transaction: the caller's own code swallowed one
@@ -120,7 +122,7 @@ def test_a_psycopg_connection_failure_without_a_sqlstate_is_transient() -> None:
 @pytest.mark.parametrize(
     ("message", "expected"),
     [
-        ('connection failed: FATAL:  database "gone" does not exist', StorageError),
+        ('connection failed: FATAL:  database "gone" does not exist', DatabaseNotFound),
         ('connection failed: FATAL:  role "nobody" does not exist', StorageError),
         ("connection failed: FATAL:  password authentication failed", StorageError),
         ("connection failed: FATAL:  the database system is starting up", TransientStorageError),
