@@ -18,11 +18,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+import sqlalchemy as sa
+
 from . import migrations
 from .api_events import ApiEventFilter
 from .config import StoreOptions, resolve_url
 from .db import create_engine, require_database
-from .demo import run_demo
+from .demo import DEMO_SESSIONS, run_demo
 from .errors import SessionJournalError
 from .journal.search import MAX_SEARCH_LIMIT
 from .journal.stats import EVENTS_FILE, SessionStats
@@ -88,7 +90,12 @@ def _parser() -> argparse.ArgumentParser:
         "(default 0.5); events are printed as soon as they commit",
     )
 
-    commands.add_parser("demo", help="run a short scenario and print what a follower sees")
+    demo = commands.add_parser("demo", help="run a short scenario and print what a follower sees")
+    demo.add_argument(
+        "--into-existing",
+        action="store_true",
+        help="run it even if the database holds sessions the demo did not create",
+    )
 
     journal = commands.add_parser("journal", help="session event files").add_subparsers(
         dest="journal_command", required=True
@@ -152,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _journal(args.journal_command, args.path)
         if args.command == "search":
             return _search(url, args)
-        return _demo(url)
+        return _demo(url, into_existing=args.into_existing)
     except SessionJournalError as error:
         print(f"session-journal: {error}", file=sys.stderr)
         return 1
@@ -168,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _db(url: str, command: str, revision: str) -> int:
     if command == "upgrade":
         migrations.upgrade(url, revision)
-        print(f"database at {_status(url).revision}")
+        print(f"database {shown_url(url)} at {_status(url).revision}")
         return 0
     found = _status(url)
     if command == "current":
@@ -180,6 +187,11 @@ def _db(url: str, command: str, revision: str) -> int:
     print(f"code_schema_level: {migrations.SCHEMA_LEVEL}")
     print(f"verdict: {found.verdict}")
     return 0 if found.usable else 1
+
+
+def shown_url(url: str) -> str:
+    """The URL as the CLI prints it: the password masked."""
+    return sa.make_url(url).render_as_string(hide_password=True)
 
 
 def _status(url: str) -> migrations.SchemaStatus:
@@ -304,8 +316,15 @@ def _search(url: str, args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo(url: str) -> int:
+def _demo(url: str, *, into_existing: bool) -> int:
+    print(f"# database: {shown_url(url)}")
     with Store.open(url, upgrade=True) as store:
+        foreign = [s.id for s in store.sessions.list() if s.id not in DEMO_SESSIONS]
+        if foreign and not into_existing:
+            raise SessionJournalError(
+                f"the database {shown_url(url)} holds {len(foreign)} session(s) the demo did not "
+                "create; run the demo on another database, or pass --into-existing"
+            )
         events = run_demo(store, lambda line: print(f"# {line}"))
     print(f"# a client following the feed sees {len(events)} new events:")
     for event in events:

@@ -25,6 +25,8 @@ from .relay import (
 from .store import Store
 
 WORKSPACE = "demo-workspace"
+DEMO_SESSIONS = ("demo-alpha", "demo-beta")
+"""The sessions the demo creates (it refuses a database holding others unless told)."""
 
 
 def _activity(kind: ApiActivityKind, at_ms: int, label: str | None = None) -> ApiActivityState:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from session_journal import Store, migrations
 from session_journal.cli import main
@@ -30,13 +31,14 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     assert code == 1
     assert "revision: none" in out and "alembic upgrade head" in out
 
+    shown = sa.make_url(url).render_as_string(hide_password=True)
     assert run(capsys, "--url", url, "db", "upgrade", "0001_initial")[:2] == (
         0,
-        "database at 0001_initial\n",
+        f"database {shown} at 0001_initial\n",
     )
     assert run(capsys, "--url", url, "db", "current")[:2] == (0, "0001_initial\n")
     code, out, _ = run(capsys, "--url", url, "db", "upgrade")
-    assert (code, out) == (0, f"database at {migrations.head()}\n")
+    assert (code, out) == (0, f"database {shown} at {migrations.head()}\n")
 
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
@@ -200,3 +202,24 @@ def test_bad_settings_are_one_line_errors(
     assert code == 1
     expected = "SESSION_JOURNAL_BUSY_TIMEOUT_S must be a number of seconds, got 'sixty'"
     assert err == f"session-journal: {expected}\n"
+
+
+def test_demo_names_its_database_and_refuses_one_with_foreign_sessions(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = sa.make_url(migrated_url).render_as_string(hide_password=True)
+    with Store.open(migrated_url) as store:
+        store.sessions.save(SessionFactory(id="production-1"))
+    code, out, err = run(capsys, "--url", migrated_url, "demo")
+    assert (code, out) == (1, f"# database: {shown}\n")
+    assert err == (
+        f"session-journal: the database {shown} holds 1 session(s) the demo did not create; "
+        "run the demo on another database, or pass --into-existing\n"
+    )
+    with Store.open(migrated_url) as store:
+        assert [record.id for record in store.sessions.list()] == ["production-1"]
+        assert store.events.latest_seq() == 0
+    code, out, _ = run(capsys, "--url", migrated_url, "demo", "--into-existing")
+    assert code == 0 and out.startswith(f"# database: {shown}\n")
+    code, _, _ = run(capsys, "--url", migrated_url, "demo", "--into-existing")  # again: fine
+    assert code == 0

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from session_journal import Store
 from session_journal.cli import main
@@ -87,11 +88,12 @@ def test_upgrading_to_an_unknown_revision_migrates_nothing(
             "this code (head 0006_project_index); nothing was migrated\n",
         )
     assert run(capsys, "--url", url, "db", "current") == (0, "none (empty database)\n", "")
+    shown = sa.make_url(url).render_as_string(hide_password=True)
     assert run(capsys, "--url", url, "db", "upgrade", "0002")[:2] == (
         0,
-        "database at 0002_startup_cleanup\n",
+        f"database {shown} at 0002_startup_cleanup\n",
     )
     assert run(capsys, "--url", url, "db", "upgrade", "+1")[:2] == (
         0,
-        "database at 0003_checkpoint_operations\n",
+        f"database {shown} at 0003_checkpoint_operations\n",
     )
