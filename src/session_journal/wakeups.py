@@ -70,21 +70,36 @@ class CommitSignal:
             self._generation += 1
             self._changed.notify_all()
 
-    def wait_past(self, generation: int, timeout: float) -> bool:
-        """Block until the generation is no longer `generation`, the signal closes, or `timeout`
-        seconds pass; whether it moved (or closed)."""
+    def wait_past(
+        self, generation: int, timeout: float, stop: threading.Event | None = None
+    ) -> bool:
+        """Block until the generation is no longer `generation`, the signal closes, `stop` is
+        set (then `interrupt()` wakes the wait), or `timeout` seconds pass; whether one of the
+        three happened."""
+
+        def over() -> bool:
+            return (
+                self._generation != generation
+                or self._closed
+                or (stop is not None and stop.is_set())
+            )
+
         with self._changed:
-            if self._generation != generation or self._closed:
+            if over():
                 return True
             self._waiting += 1
             try:
                 if self._waiting == 1:  # a source that sleeps while nobody waits wakes now
                     self._changed.notify_all()
-                return self._changed.wait_for(
-                    lambda: self._generation != generation or self._closed, timeout
-                )
+                return self._changed.wait_for(over, timeout)
             finally:
                 self._waiting -= 1
+
+    def interrupt(self) -> None:
+        """Wake the waiters without moving the generation: each looks at its own `stop`, the
+        others wait on (a follower closing must not make every follower read again)."""
+        with self._changed:
+            self._changed.notify_all()
 
     def wait_for_waiters(self, timeout: float) -> bool:
         """For a source that runs only while someone waits: block until a follower waits (or

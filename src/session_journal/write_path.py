@@ -344,7 +344,7 @@ class WritePath:
                 # (its undo rolls back a transaction holding only its work). On SQLite that
                 # rollback would let another process take the write lock mid-batch.
                 bare = index == 0 and (len(batch) == 1 or not sqlite)
-                outcome = self._run_call(call, uow, connection, first=bare)
+                outcome = self._run_call(call, uow, connection, bare=bare)
                 outcomes.append((call, *outcome))
             self.batches += 1
             self.calls += len(outcomes)
@@ -379,17 +379,17 @@ class WritePath:
                 self._committed()
 
     def _run_call(
-        self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, first: bool
+        self, call: _Call[Any], uow: UnitOfWork, connection: sa.Connection, *, bare: bool
     ) -> tuple[str, Any]:
         """Run one call: `(_OK, result)`, `(_ERROR, exception)` or `(_RETRY, exception)`. A call
-        that fails, or returns without `uow.commit()`, is undone: to its savepoint, or, for the
-        first call of a batch, which needs none (a lone call's batch included), by rolling back
+        that fails, or returns without `uow.commit()`, is undone: to its savepoint, or, for a
+        `bare` call (run without one: the first of its transaction, see `_run`), by rolling back
         the transaction, which holds only its own work. Errors of the undo itself end the batch.
 
         Whatever the function raises is its own caller's, `SystemExit` and `KeyboardInterrupt`
         included: it is raised there, never in the leader's thread, and the batch goes on."""
         mark = uow.events.pending_count()
-        if not first:
+        if not bare:
             driver.savepoint(connection)
         self._commit_marked = False
         outcome: tuple[str, Any]
@@ -416,7 +416,7 @@ class WritePath:
                 # own, which aborted the transaction; undo it below, as a failed call
                 outcome = (_ERROR, _translated(call, raised))
         uow.events.discard_after(mark)
-        if first:
+        if bare:
             driver.rollback(connection)
             driver.begin_write(connection)
         else:

@@ -493,3 +493,32 @@ def test_a_cursor_newer_than_the_window_is_not_taken_for_one_ahead(
     fresh = sessions.events.load(after_seq=0)
     page = sessions.events.wait(after_seq=fresh.next_after_seq, timeout=0)
     assert page == ApiEventPage(events=[], next_after_seq=1, latest_seq=1)
+
+
+@pytest.mark.parametrize("limit", [0, -5, 1])
+def test_a_follower_page_is_clamped_as_load_clamps_it(sessions: Store, limit: int) -> None:
+    # A limit below 1 reads one event at a time, as `load` does: never an empty page that
+    # moves the cursor past events it did not return.
+    sessions.events.wait(timeout=0)  # the window, at the frontier
+    for n in range(3):
+        sessions.faults.record_startup_fault("a", f"m{n}")
+    with sessions.events.follow(after_seq=0, limit=limit) as follower:
+        assert follower_pages(follower, 3) == [1, 2, 3]
+    page = sessions.events.wait(after_seq=0, limit=limit, timeout=0)
+    assert [event.seq for event in page.events] == [1]
+
+
+def test_closing_one_follower_makes_no_other_read_again(sessions: Store) -> None:
+    listening(sessions)
+    others = [sessions.events.follow() for _ in range(3)]
+    for other in others:
+        assert other.next_page(timeout=0) is None
+    refreshes = sessions.events._tail.refreshes
+    closing = sessions.events.follow()
+    closer = later(closing.close, 0.05)
+    assert list(closing) == []
+    closer.join()
+    for other in others:
+        assert other.next_page(timeout=0.05) is None
+        other.close()
+    assert sessions.events._tail.refreshes == refreshes

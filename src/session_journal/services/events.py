@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from types import TracebackType
 
-from ..api_events import ApiEventFilter, ApiEventPage, stored_events
+from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage, stored_events
 from ..arguments import Given, Int64, validate_arguments
 from ..errors import CursorAhead, InvalidRecord, StoreClosed
 from ..unit_of_work import Transactions
@@ -78,7 +78,7 @@ class Follower(Iterator[ApiEventPage]):
             left = self.reread_s if deadline is None else min(deadline - now, self.reread_s)
             if left <= 0:
                 return None
-            signal.wait_past(generation, left)
+            signal.wait_past(generation, left, stop=self._closed)
         return None
 
     def _read(self, generation: int | None) -> ApiEventPage:
@@ -93,9 +93,7 @@ class Follower(Iterator[ApiEventPage]):
             page = self._events.load(self._filter, cursor, self._limit)
         else:
             latest, rows = served
-            events = stored_events(rows)
-            after = events[-1].seq if events else max(latest, cursor)
-            page = ApiEventPage(events=events, next_after_seq=after, latest_seq=latest)
+            page = page_after(cursor, latest, stored_events(rows))
         if cursor > page.latest_seq:
             raise CursorAhead(
                 f"after_seq {cursor} is above the frontier {page.latest_seq}: the cursor comes "
@@ -117,9 +115,10 @@ class Follower(Iterator[ApiEventPage]):
         return time.monotonic() - self._read_time >= self.reread_s
 
     def close(self) -> None:
-        """End the iteration, also one blocked in another thread (it returns at once)."""
+        """End the iteration, also one blocked in another thread (it returns at once); the
+        store's other followers are not made to read the log again."""
         self._closed.set()
-        self._signal.pulse()
+        self._signal.interrupt()
 
     @property
     def closed(self) -> bool:
@@ -162,15 +161,12 @@ class EventService:
         returned seq, else `max(latest_seq, after_seq)`: it never moves back and an empty filtered
         page still advances it. The page and `latest_seq` come from one snapshot."""
         event_filter = ApiEventFilter() if filter is None else filter
-        cursor = after_seq
-        size = max(1, min(limit, MAX_PAGE))
         with self._transactions.reading_one_statement("load events") as uow:
-            if cursor is None:  # the tail: nothing is after the frontier in this snapshot
+            if after_seq is None:  # the tail: nothing is after the frontier in this snapshot
                 latest = uow.events.latest_seq()
                 return ApiEventPage(events=[], next_after_seq=latest, latest_seq=latest)
-            latest, events = uow.events.page(event_filter, cursor, size)
-        next_after_seq = events[-1].seq if events else max(latest, cursor)
-        return ApiEventPage(events=events, next_after_seq=next_after_seq, latest_seq=latest)
+            latest, events = uow.events.page(event_filter, after_seq, page_size(limit))
+        return page_after(after_seq, latest, events)
 
     def latest_seq(self) -> int:
         """The frontier: the largest seq ever assigned; deleting events never lowers it."""
@@ -194,7 +190,7 @@ class EventService:
         (it comes from a restored backup or another database: waiting would skip events)."""
         seconds = _timeout(timeout)
         cursor = self.latest_seq() if after_seq is None else after_seq
-        follower = Follower(self, filter, cursor, limit)
+        follower = Follower(self, filter, cursor, page_size(limit))
         page = follower.next_page(seconds, events_only=True)
         if page is not None:
             return page
@@ -214,7 +210,20 @@ class EventService:
         other sessions), and a context manager; `close()` ends it from any thread, as does
         closing the store. `CursorAhead` as for `wait`."""
         cursor = self.latest_seq() if after_seq is None else after_seq
-        return Follower(self, filter, cursor, limit)
+        return Follower(self, filter, cursor, page_size(limit))
+
+
+def page_size(limit: int) -> int:
+    """A page's `limit` clamped to 1..`MAX_PAGE`, as `load`, `wait` and `follow` take it."""
+    return max(1, min(limit, MAX_PAGE))
+
+
+def page_after(cursor: int, latest: int, events: list[ApiEvent]) -> ApiEventPage:
+    """The page of `events` read after `cursor` with the frontier `latest`: `next_after_seq`
+    is the last event's seq, else `max(latest, cursor)`, so it never moves back and an empty
+    filtered page still advances it."""
+    after = events[-1].seq if events else max(latest, cursor)
+    return ApiEventPage(events=events, next_after_seq=after, latest_seq=latest)
 
 
 def _timeout(value: object) -> float:

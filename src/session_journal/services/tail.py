@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from operator import itemgetter
 
 from ..api_events import ApiEventFilter
 from ..unit_of_work import Transactions
 
 Row = tuple[int, str, int, str]
+_seq = itemgetter(0)
 
 
 class SharedTail:
@@ -45,8 +47,7 @@ class SharedTail:
         self._generation = -1  # of the signal, when the window was last read
         self._filled = False
         self._lo = self._covered = self._hi = 0
-        self._seqs: list[int] = []
-        self._rows: list[Row] = []
+        self._rows: list[Row] = []  # in seq order
         self._bytes = 0
         self._present: dict[int, str | None] = {}  # seq of an event that exists: its workspace
         self.refreshes = 0
@@ -68,7 +69,7 @@ class SharedTail:
                 # than this window holds (a commit not signalled yet). The database answers.
                 return None
             rows: list[Row] = []
-            for row in self._rows[bisect_right(self._seqs, cursor) :]:
+            for row in self._rows[bisect_right(self._rows, cursor, key=_seq) :]:
                 if len(rows) >= limit:
                     break
                 if row[0] not in self._present:
@@ -84,27 +85,19 @@ class SharedTail:
                 return None  # the rest of the page is beyond the window
             return self._hi, rows
 
-    def drop(self) -> None:
-        """Forget the window (it is read again from the frontier by the next follower)."""
-        with self._lock:
-            self._filled = False
-            self._generation = -1
-
     def _refresh(self, generation: int) -> None:
         with self._transactions.reading("read the followers' window") as uow:
             if not self._filled:  # start empty at the frontier
                 self._hi = self._lo = self._covered = uow.events.latest_seq()
-                self._seqs, self._rows, self._bytes = [], [], 0
+                self._rows, self._bytes = [], 0
                 self._present = {}
                 self._filled = True
             else:
                 hi, new = uow.events.rows_after(self._covered, self._max_events)
                 self._hi = hi
                 self._covered = new[-1][0] if len(new) == self._max_events else hi
-                for row in new:
-                    self._seqs.append(row[0])
-                    self._rows.append(row)
-                    self._bytes += len(row[3])
+                self._rows.extend(new)
+                self._bytes += sum(len(row[3]) for row in new)
                 self._trim()
                 self._present = uow.events.present_after(self._lo, self._covered)
         self._generation = generation
@@ -119,6 +112,6 @@ class SharedTail:
             size -= len(self._rows[drop][3])
             drop += 1
         if drop:
-            self._lo = self._seqs[drop - 1]
-            del self._rows[:drop], self._seqs[:drop]
+            self._lo = self._rows[drop - 1][0]
+            del self._rows[:drop]
             self._bytes = size
