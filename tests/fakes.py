@@ -315,8 +315,13 @@ class FakeTransactions:
         self.actions: list[str] = []  # the `action` of every write submitted, in order
         self.signal = CommitSignal()  # pulsed by every commit
 
-    def submit(self, fn: Callable[[WriteContext], T], action: str = "write") -> T:
+    def submit(
+        self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
+    ) -> T:
         self.actions.append(action)
+        if uow is not None:  # inside a unit of work: its work commits when the uow does
+            assert isinstance(uow, FakeUnitOfWork)
+            return fn(uow)
         uow = FakeUnitOfWork(copy.deepcopy(self.state))
         result = fn(uow)
         if uow.committed:
@@ -329,11 +334,17 @@ class FakeTransactions:
         return self.signal
 
     @contextmanager
-    def reading(self, action: str = "read") -> Iterator[ReadContext]:
+    def reading(self, action: str = "read", uow: object = None) -> Iterator[ReadContext]:
+        if uow is not None:
+            assert isinstance(uow, FakeUnitOfWork)
+            yield uow
+            return
         yield FakeUnitOfWork(copy.deepcopy(self.state))  # whatever a read does is dropped
 
-    def reading_one_statement(self, action: str = "read") -> AbstractContextManager[ReadContext]:
-        return self.reading(action)
+    def reading_one_statement(
+        self, action: str = "read", uow: object = None
+    ) -> AbstractContextManager[ReadContext]:
+        return self.reading(action, uow)
 
     def events(self) -> list[tuple[str, ApiEventData]]:
         """Every committed event as `(session_id, body)`, in seq order."""

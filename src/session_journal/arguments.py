@@ -66,6 +66,20 @@ Given = Annotated[T, _Given()]
 """A model instance argument, validated again (see `_Given`)."""
 
 
+class _Passed:
+    """`Passed[T]`: an argument handed on as it is, checked by whoever receives it (a unit of
+    work, which only the store can tell from another store's)."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.any_schema()
+
+
+Passed = Annotated[T, _Passed()]
+"""An argument not validated by `validate_arguments` (see `_Passed`)."""
+
+
 class _Listed:
     """See `listed`."""
 

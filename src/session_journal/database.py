@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from . import driver
+from . import bound, driver
 from .config import StoreOptions
 from .db import create_engine, translate_errors
-from .errors import StoreClosed
+from .errors import InvalidRecord, StoreClosed
 from .unit_of_work import ReadUnitOfWork, UnitOfWork
 from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
 from .write_path import WritePath
@@ -37,6 +37,7 @@ class Database:
         self.writer: Engine = create_engine(url, options, role="writer")
         self.reader: Engine = create_engine(url, options, role="reader")
         self.write_path = WritePath(self.writer, options)
+        self.write_path.owner = self
         self._pid = os.getpid()
         self._closed = False
         self._follow_lock = threading.Lock()
@@ -71,10 +72,33 @@ class Database:
         driver.set_autocommit(connection)
         return connection
 
-    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
-        """Run `fn` on the write path (see `WritePath.submit`); its result after the commit."""
+    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write", uow: object = None) -> T:
+        """Run `fn` on the write path (see `WritePath.submit`); its result after the commit.
+        With `uow` (a service called with `uow=`), run it inside that unit of work instead,
+        atomically (`UnitOfWork.run_nested`): it commits when the unit of work does."""
+        if uow is not None:
+            return self._own(uow, action).run_nested(fn, action)
         self._forget_parent_after_fork()
         return self.write_path.submit(fn, action)
+
+    def _own(self, uow: object, action: str) -> UnitOfWork:
+        """`uow` if it is a live unit of work of this store; `InvalidRecord` (not a unit of
+        work, or another store's) or `SessionJournalError` (its transaction ended) otherwise."""
+        self._check_open(action)
+        if not isinstance(uow, UnitOfWork):
+            raise InvalidRecord(
+                f"{action}: uow must be a UnitOfWork (store.unit_of_work(), store.bind(), or "
+                f"the argument of a run_in_unit_of_work function), got {type(uow).__name__}"
+            )
+        if uow.owner is not self:
+            raise InvalidRecord(f"{action}: uow is a unit of work of another store")
+        uow.events.check_open(action)
+        return uow
+
+    def bind(self, target: object) -> UnitOfWork:
+        """A unit of work on the caller's own transaction (see `bound`)."""
+        self._check_open("bind a unit of work")
+        return bound.bind(target, self)
 
     @contextmanager
     def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
@@ -117,8 +141,15 @@ class Database:
             yield connection
 
     @contextmanager
-    def reading(self, action: str = "read") -> Iterator[ReadUnitOfWork]:
-        """A read-only snapshot: every query in the block sees the same committed state."""
+    def reading(
+        self, action: str = "read", uow: object = None
+    ) -> Iterator[ReadUnitOfWork | UnitOfWork]:
+        """A read-only snapshot: every query in the block sees the same committed state. With
+        `uow`, the read runs in that unit of work's transaction (and sees its work so far)."""
+        if uow is not None:
+            with translate_errors(action):
+                yield self._own(uow, action)
+            return
         with (
             translate_errors(action),
             self._reader_connection(action) as connection,
@@ -127,10 +158,17 @@ class Database:
             yield ReadUnitOfWork(connection, self.options)
 
     @contextmanager
-    def reading_one_statement(self, action: str = "read") -> Iterator[ReadUnitOfWork]:
+    def reading_one_statement(
+        self, action: str = "read", uow: object = None
+    ) -> Iterator[ReadUnitOfWork | UnitOfWork]:
         """For a read made of one statement, which sees one snapshot by itself: no transaction
         is opened around it (on PostgreSQL the connection is in autocommit for the block, which
-        saves the BEGIN and COMMIT round trips). Use `reading()` for anything more."""
+        saves the BEGIN and COMMIT round trips). Use `reading()` for anything more. With `uow`,
+        as `reading`."""
+        if uow is not None:
+            with self.reading(action, uow) as context:
+                yield context
+            return
         with (
             translate_errors(action),
             self._reader_connection(action) as connection,

@@ -191,6 +191,29 @@ def rollback_to_savepoint(connection: sa.Connection) -> None:
     driver.execute(_RELEASE)  # type: ignore[union-attr]
 
 
+_NESTED = "SAVEPOINT service_call"
+_NESTED_RELEASE = "RELEASE SAVEPOINT service_call"
+_NESTED_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT service_call"
+
+
+def nested_savepoint(connection: sa.Connection) -> None:
+    """Mark where a service call made inside a unit of work (`uow=`) begins."""
+    connection.connection.driver_connection.execute(_NESTED)  # type: ignore[union-attr]
+
+
+def release_nested(connection: sa.Connection) -> None:
+    """Keep the work of a service call made inside a unit of work (end its savepoint: a unit
+    of work may hold many such calls, and PostgreSQL caches only 64 open subtransactions)."""
+    connection.connection.driver_connection.execute(_NESTED_RELEASE)  # type: ignore[union-attr]
+
+
+def rollback_nested(connection: sa.Connection) -> None:
+    """Undo a service call made inside a unit of work, and end its savepoint."""
+    driver = connection.connection.driver_connection
+    driver.execute(_NESTED_ROLLBACK_TO)  # type: ignore[union-attr]
+    driver.execute(_NESTED_RELEASE)  # type: ignore[union-attr]
+
+
 def set_autocommit(driver_connection: Any) -> None:
     """A driver connection of a wake-up source: every statement commits by itself (sqlite3,
     with its own transaction handling off, does already)."""

@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from . import migrations
 from .config import StoreOptions, resolve_url
@@ -92,11 +93,23 @@ class Store:
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         """A write transaction of its own on the store's write path, for work the services do
-        not cover. Call `uow.commit()`; leaving the block without it rolls back. The block runs
-        the caller's code inside the transaction, so it never joins a batch of other calls: it
-        waits for its turn in the queue, then holds the write path until it ends."""
+        not cover, or several service calls made atomic together (`uow=uow`). Call
+        `uow.commit()`; leaving the block without it rolls back. The block runs the caller's
+        code inside the transaction, so it never joins a batch of other calls: it waits for its
+        turn in the queue, then holds the write path until it ends."""
         with self._database.writing("unit of work") as uow:
             yield uow
+
+    def bind(self, connection_or_session: sa.Connection | Session) -> UnitOfWork:
+        """A unit of work on the caller's own transaction, for writing the caller's rows and
+        this store's atomically (the transactional outbox): a SQLAlchemy `Connection` or ORM
+        `Session` of the store's database. Pass it to services (`uow=`) or use its
+        repositories; the caller commits or rolls back its transaction as usual, and the
+        appended events take their seqs at that commit. Binding the same transaction again
+        gives the same unit of work; once the transaction ends the unit of work refuses further
+        use. On SQLite, binding a connection outside a transaction begins one with
+        `BEGIN IMMEDIATE` (the write lock, now). See the README, "Composing transactions"."""
+        return self._database.bind(connection_or_session)
 
     def run_in_unit_of_work(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run `fn(uow)` on the write path and return its result, as the services do: it joins

@@ -18,8 +18,10 @@ from typing import Protocol, TypeVar
 
 import sqlalchemy as sa
 
+from . import driver
 from .api_events import ApiEvent, ApiEventFilter
 from .config import StoreOptions
+from .db import translate_errors
 from .errors import SessionJournalError
 from .records import CheckpointMetadata, CheckpointOperation, SessionRecord
 from .relay.state import TranscriptItem
@@ -274,17 +276,25 @@ class Transactions(Protocol):
         """The store's options (the services read `max_body_bytes`)."""
         ...
 
-    def submit(self, fn: Callable[[WriteContext], T], action: str = "write") -> T:
+    def submit(
+        self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
+    ) -> T:
         """Run `fn` on the write path; its result once its work is committed (or its error).
-        `action` names the call in errors."""
+        `action` names the call in errors. With `uow` (a service called with `uow=`), run it
+        atomically inside that unit of work instead: it commits when the unit of work does."""
         ...
 
-    def reading(self, action: str = "read") -> AbstractContextManager[ReadContext]:
-        """A read whose queries all see one committed state."""
+    def reading(
+        self, action: str = "read", uow: object = None
+    ) -> AbstractContextManager[ReadContext]:
+        """A read whose queries all see one committed state; with `uow`, in that unit of work."""
         ...
 
-    def reading_one_statement(self, action: str = "read") -> AbstractContextManager[ReadContext]:
-        """A read made of one statement (no transaction around it)."""
+    def reading_one_statement(
+        self, action: str = "read", uow: object = None
+    ) -> AbstractContextManager[ReadContext]:
+        """A read made of one statement (no transaction around it); with `uow`, in that unit of
+        work."""
         ...
 
     def commit_signal(self) -> CommitSignal:
@@ -297,14 +307,21 @@ class Transactions(Protocol):
 
 
 class UnitOfWork:
-    """One database transaction with repositories bound to it. It is the write path's:
-    `commit()` asks the write path to commit; leaving a write without it rolls back."""
+    """One database transaction with repositories bound to it: the write path's (a batch or a
+    `store.unit_of_work()` block), or a transaction the caller owns (`store.bind`).
+
+    `commit()` asks the write path to commit (in a batch: keeps the function's work); a unit of
+    work bound to the caller's transaction has no `commit()` of its own: the caller commits.
+    Once its transaction ends, a unit of work refuses further appends and service calls
+    (`SessionJournalError`): an event queued then would never receive a seq."""
 
     def __init__(
         self,
         connection: sa.Connection,
         options: StoreOptions | None = None,
         committer: Callable[[UnitOfWork], None] | None = None,
+        *,
+        owner: object = None,
     ) -> None:
         options = options or StoreOptions()
         self.connection = connection
@@ -314,15 +331,62 @@ class UnitOfWork:
         self.checkpoints = CheckpointRepository(connection)
         self.projection = ProjectionRepository(connection)
         self.project_events = ProjectEventRepository(connection)
+        self.owner = owner  # the store's `Database`: a service takes only its own store's
         self._committer = committer
 
     def commit(self) -> None:
         """Commit what this unit of work wrote (its appended events receive their seqs then).
         In `store.unit_of_work()` it commits now; in a function the write path runs
-        (`submit`), the function's work commits with its batch, before the call returns."""
+        (`submit`), the function's work commits with its batch, before the call returns; in a
+        service call made with `uow=`, the call's work is kept in this unit of work."""
         if self._committer is None:
-            raise SessionJournalError("commit(): this unit of work has no write transaction")
+            raise SessionJournalError(
+                "commit(): this unit of work is bound to a transaction of the caller, who "
+                "commits it (Session.commit() or Connection.commit())"
+            )
         self._committer(self)
+
+    def end(self, reason: str) -> None:
+        """Its transaction is over (`reason` says how): appends and service calls are refused
+        from now on; events still queued are dropped (their transaction did not commit)."""
+        self.events.end(reason)
+
+    def run_nested(self, fn: Callable[[UnitOfWork], T], action: str) -> T:
+        """Run a service's function inside this unit of work (`uow=`), atomically: in a
+        savepoint, kept only if `fn` calls `commit()` (which then keeps it here, committing
+        nothing) and returns; an exception of `fn` undoes its work and is raised, a database
+        error as a `StorageError` naming `action`."""
+        self.events.check_open(action)
+        kept = False
+
+        def keep(_: UnitOfWork) -> None:
+            nonlocal kept
+            kept = True
+
+        outer, self._committer = self._committer, keep
+        mark = self.events.pending_count()
+        try:
+            with translate_errors(action):
+                driver.nested_savepoint(self.connection)
+            try:
+                with translate_errors(action):
+                    result = fn(self)
+                    if kept:  # PostgreSQL: an error fn caught aborted the transaction
+                        driver.check_transaction(self.connection)
+                        driver.release_nested(self.connection)
+                        return result
+            except BaseException:
+                self._undo(mark, action)
+                raise
+            self._undo(mark, action)
+            return result
+        finally:
+            self._committer = outer
+
+    def _undo(self, mark: int, action: str) -> None:
+        self.events.discard_after(mark)
+        with translate_errors(f"undo {action}"):
+            driver.rollback_nested(self.connection)
 
 
 class ReadUnitOfWork:

@@ -124,6 +124,7 @@ class WritePath:
         self._engine_options = engine.get_execution_options()
         self._options = options
         self.after_commit: Callable[[], None] | None = None  # told after each commit
+        self.owner: object = None  # the store's `Database`, named by the units of work it makes
         self._fresh_state()
         # A statement sent through SQLAlchemy after a unit-of-work block committed by itself
         # (`uow.connection.commit()`) makes SQLAlchemy begin: that too must be a write
@@ -162,6 +163,7 @@ class WritePath:
         The block commits with `uow.commit()`; leaving it otherwise rolls back."""
         call: _Call[None] = _Call(None, action)
         holds = False
+        uow: UnitOfWork | None = None
         try:
             holds = self._lead_until(call)
             if not holds:  # failed in the queue: the store was closed
@@ -175,13 +177,18 @@ class WritePath:
                     driver.begin_write(connection)
                     self.batches += 1
                     self.calls += 1
-                    yield UnitOfWork(connection, self._options, self._committer(connection))
+                    uow = UnitOfWork(
+                        connection, self._options, self._committer(connection), owner=self.owner
+                    )
+                    yield uow
                     sound = True
                 except SessionJournalError as error:  # a refusal leaves the connection sound
                     sound = not isinstance(error, StorageError)
                     raise
                 finally:
                     self._exclusive_thread = None
+                    if uow is not None:
+                        uow.end("its unit_of_work() block is over")
                     self._release(connection, sound)
         finally:
             if holds:
@@ -327,11 +334,12 @@ class WritePath:
         batch: list[_Call[Any]] = []
         outcomes: list[tuple[_Call[Any], str, Any]] = []
         connection: sa.Connection | None = None
+        uow: UnitOfWork | None = None
         committed = False
         try:
             self._take_batch(batch)
             connection = self._checkout()
-            uow = UnitOfWork(connection, self._options, self._mark_commit)
+            uow = UnitOfWork(connection, self._options, self._mark_commit, owner=self.owner)
             driver.begin_write(connection)
             sqlite = connection.dialect.name == "sqlite"
             self._running_thread = threading.get_ident()
@@ -368,6 +376,8 @@ class WritePath:
                 raise
         finally:
             self._running_thread = None
+            if uow is not None:
+                uow.end("its batch is over")
             if committed:  # settled only now: after the commit, whatever came after it
                 _settle_all(
                     [

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from .. import driver
 from ..api_events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
 from ..config import StoreOptions
-from ..errors import PermanentStorageError, SessionNotFound
+from ..errors import PermanentStorageError, SessionJournalError, SessionNotFound
 from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
 from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ..wakeups import CHANNEL
@@ -145,11 +145,27 @@ class EventRepository:
         self._max_body_bytes = max_body_bytes
         self._pending: list[dict[str, Any]] = []
         self._sessions_seen: set[str] = set()  # known to exist in this transaction
+        self._ended: str | None = None  # how the transaction ended, once it has
+
+    def end(self, reason: str) -> None:
+        """The transaction is over (`reason`: how): queued events are dropped and every later
+        append is refused, rather than queued for a commit that will never come."""
+        self._ended = reason
+        self._pending = []
+        self._sessions_seen.clear()
+
+    def check_open(self, action: str) -> None:
+        """`SessionJournalError` if the transaction has ended (see `end`)."""
+        if self._ended is not None:
+            raise SessionJournalError(
+                f"{action}: this unit of work has ended ({self._ended}); nothing was written"
+            )
 
     def append(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         """Queue one event; `body` is its encoded JSON, which must be standard JSON (no `NaN`
         or `Infinity`) of at most the store's `max_body_bytes` and decode as an API event body.
         `InvalidRecord` otherwise, like a bad id or time; nothing is queued."""
+        self.check_open("append an event")
         self._check(session_id, recorded_at_ms, body)
         self._require_session(session_id)
         self._queue(session_id, recorded_at_ms, body)
@@ -192,6 +208,7 @@ class EventRepository:
         return True
 
     def _queue(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        self.check_open("append an event")
         self._pending.append(
             {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
         )
@@ -221,6 +238,7 @@ class EventRepository:
         """Queue one event if its session exists; whether it did. On PostgreSQL the session row
         is key-share-locked until commit, so it cannot be deleted before the insert. `body` is
         checked as `append_encoded` checks it."""
+        self.check_open("append an event")
         self._check(session_id, recorded_at_ms, body)
         if not self._session_exists(session_id):
             return False

@@ -8,7 +8,7 @@ from typing import Annotated, NamedTuple
 from pydantic import ValidationError
 
 from ..api_events import ActivityChanged, ApiActivityState
-from ..arguments import Given, Int64, listed, pair, validate_arguments
+from ..arguments import Given, Int64, Passed, listed, pair, validate_arguments
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import EncodedJson, Id, encode_json
 
@@ -36,6 +36,8 @@ class ActivityService:
         self,
         activities: Annotated[Iterable[tuple[str, ApiActivityState]], _AS_UPDATES],
         recorded_at_ms: Int64,
+        *,
+        uow: Passed[WriteContext | None] = None,
     ) -> int:
         """Record a batch of snapshots in one transaction; returns the events appended.
 
@@ -68,13 +70,15 @@ class ActivityService:
             uow.commit()
             return appended
 
-        return self._transactions.submit(work, "record activity")
+        return self._transactions.submit(work, "record activity", uow)
 
     @validate_arguments()
-    def get(self, session_id: Id) -> ApiActivityState | None:
+    def get(
+        self, session_id: Id, *, uow: Passed[WriteContext | None] = None
+    ) -> ApiActivityState | None:
         """The latest snapshot, or `None` (no snapshot, or one this code cannot decode)."""
-        with self._transactions.reading(f"get activity of {session_id!r}") as uow:
-            stored = uow.activity.get(session_id)
+        with self._transactions.reading(f"get activity of {session_id!r}", uow) as read:
+            stored = read.activity.get(session_id)
         if stored is None:
             return None
         try:

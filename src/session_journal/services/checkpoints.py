@@ -16,7 +16,7 @@ from ..api_events import (
     CommandResultKind,
     OutcomeReason,
 )
-from ..arguments import Given, validate_arguments
+from ..arguments import Given, Passed, validate_arguments
 from ..clock import now_ms
 from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..records import CheckpointOperation, SessionRecord, SessionState
@@ -51,7 +51,13 @@ class CheckpointService:
         self._max_bytes = transactions.options.max_body_bytes
 
     @validate_arguments(record="session record")
-    def begin(self, record: Given[SessionRecord], command_id: Id) -> None:
+    def begin(
+        self,
+        record: Given[SessionRecord],
+        command_id: Id,
+        *,
+        uow: Passed[WriteContext | None] = None,
+    ) -> None:
         """Open the session's checkpoint operation, owned by `command_id`, and save the record's
         lifecycle fields; the record's state must be `checkpointing` (`InvalidRecord`
         otherwise). `LifecycleConflict` if the stored state is `checkpointing`, `closing` or
@@ -80,10 +86,17 @@ class CheckpointService:
             self._save_lifecycle(uow, record, stored)
             uow.commit()
 
-        return self._transactions.submit(work, f"begin checkpoint of {record.id!r}")
+        return self._transactions.submit(work, f"begin checkpoint of {record.id!r}", uow)
 
     @validate_arguments()
-    def correlate_barrier(self, session_id: Id, operation_id: Id, command_id: Id) -> bool:
+    def correlate_barrier(
+        self,
+        session_id: Id,
+        operation_id: Id,
+        command_id: Id,
+        *,
+        uow: Passed[WriteContext | None] = None,
+    ) -> bool:
         """Record that barrier `command_id` was sent on behalf of operation `operation_id` (call
         it before submitting the barrier); whether that operation is the session's open one."""
 
@@ -99,10 +112,16 @@ class CheckpointService:
             uow.commit()
             return True
 
-        return self._transactions.submit(work, f"correlate barrier of {session_id!r}")
+        return self._transactions.submit(work, f"correlate barrier of {session_id!r}", uow)
 
     @validate_arguments(record="session record")
-    def save_requested(self, record: Given[SessionRecord], command_id: Id) -> None:
+    def save_requested(
+        self,
+        record: Given[SessionRecord],
+        command_id: Id,
+        *,
+        uow: Passed[WriteContext | None] = None,
+    ) -> None:
         """Finish the owner's checkpoint as `succeeded`: save the lifecycle fields, the
         `native_session_id` and the new checkpoint metadata, and append the terminal event, all
         in one transaction. `NotOperationOwner` if `command_id` does not own the open
@@ -125,11 +144,17 @@ class CheckpointService:
             self._finish(uow, operation, CommandResultKind.SUCCEEDED, None, None)
             uow.commit()
 
-        return self._transactions.submit(work, f"save checkpoint of {record.id!r}")
+        return self._transactions.submit(work, f"save checkpoint of {record.id!r}", uow)
 
     @validate_arguments(record="session record")
     def finish_failed(
-        self, record: Given[SessionRecord], command_id: Id, *, deferred: bool, message: str
+        self,
+        record: Given[SessionRecord],
+        command_id: Id,
+        *,
+        deferred: bool,
+        message: str,
+        uow: Passed[WriteContext | None] = None,
     ) -> bool:
         """Finish the owner's checkpoint as `rejected`/`checkpoint_deferred` (`deferred`) or
         `failed`/`checkpoint_failed`, saving the lifecycle fields and keeping the stored
@@ -150,10 +175,12 @@ class CheckpointService:
             uow.commit()
             return True
 
-        return self._transactions.submit(work, f"finish checkpoint of {record.id!r}")
+        return self._transactions.submit(work, f"finish checkpoint of {record.id!r}", uow)
 
     @validate_arguments()
-    def recover_interrupted(self, now: _Timestamp) -> int:
+    def recover_interrupted(
+        self, now: _Timestamp, *, uow: Passed[WriteContext | None] = None
+    ) -> int:
         """At controller start: every session in `checkpointing` or with an open operation goes
         back to `running` with `last_checkpoint_error` saying the checkpoint was interrupted at
         `now`, keeps its previous checkpoint metadata, and its operation finishes as `cancelled`
@@ -176,13 +203,15 @@ class CheckpointService:
             uow.commit()
             return len(session_ids)
 
-        return self._transactions.submit(work, "recover interrupted checkpoints")
+        return self._transactions.submit(work, "recover interrupted checkpoints", uow)
 
     @validate_arguments()
-    def get(self, session_id: Id) -> CheckpointOperation | None:
+    def get(
+        self, session_id: Id, *, uow: Passed[WriteContext | None] = None
+    ) -> CheckpointOperation | None:
         """The session's open checkpoint operation, or `None`."""
-        with self._transactions.reading(f"get checkpoint of {session_id!r}") as uow:
-            return uow.checkpoints.get(session_id)
+        with self._transactions.reading(f"get checkpoint of {session_id!r}", uow) as read:
+            return read.checkpoints.get(session_id)
 
     def _save_lifecycle(
         self, uow: WriteContext, record: SessionRecord, stored: StoredLifecycle

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from types import TracebackType
 
 from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage, stored_events
-from ..arguments import Given, Int64, validate_arguments
+from ..arguments import Given, Int64, Passed, validate_arguments
 from ..errors import CursorAhead, InvalidRecord, StoreClosed
-from ..unit_of_work import Transactions
+from ..unit_of_work import Transactions, WriteContext
 from .tail import SharedTail
 
 MAX_PAGE = 1000
@@ -155,23 +155,26 @@ class EventService:
         filter: Given[ApiEventFilter] | None = None,
         after_seq: Int64 | None = None,
         limit: int = 100,
+        *,
+        uow: Passed[WriteContext | None] = None,
     ) -> ApiEventPage:
         """Events with `seq > after_seq` matching `filter`, ascending, at most `limit` (clamped
         to 1..1000). `after_seq=None` starts at the frontier. `next_after_seq` is the last
         returned seq, else `max(latest_seq, after_seq)`: it never moves back and an empty filtered
         page still advances it. The page and `latest_seq` come from one snapshot."""
         event_filter = ApiEventFilter() if filter is None else filter
-        with self._transactions.reading_one_statement("load events") as uow:
+        with self._transactions.reading_one_statement("load events", uow) as read:
             if after_seq is None:  # the tail: nothing is after the frontier in this snapshot
-                latest = uow.events.latest_seq()
+                latest = read.events.latest_seq()
                 return ApiEventPage(events=[], next_after_seq=latest, latest_seq=latest)
-            latest, events = uow.events.page(event_filter, after_seq, page_size(limit))
+            latest, events = read.events.page(event_filter, after_seq, page_size(limit))
         return page_after(after_seq, latest, events)
 
-    def latest_seq(self) -> int:
+    @validate_arguments()
+    def latest_seq(self, *, uow: Passed[WriteContext | None] = None) -> int:
         """The frontier: the largest seq ever assigned; deleting events never lowers it."""
-        with self._transactions.reading_one_statement("read latest seq") as uow:
-            return uow.events.latest_seq()
+        with self._transactions.reading_one_statement("read latest seq", uow) as read:
+            return read.events.latest_seq()
 
     @validate_arguments()
     def wait(

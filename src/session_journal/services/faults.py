@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..api_events import OutcomeReason, SessionFault
-from ..arguments import validate_arguments
+from ..arguments import Passed, validate_arguments
 from ..clock import now_ms
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import Id, encode_json
@@ -16,7 +16,9 @@ class FaultService:
         self._transactions = transactions
 
     @validate_arguments()
-    def record_startup_fault(self, session_id: Id, message: str) -> bool:
+    def record_startup_fault(
+        self, session_id: Id, message: str, *, uow: Passed[WriteContext | None] = None
+    ) -> bool:
         """Append `SessionFault(startup_failed, message)` if the session exists; whether it did.
         An unknown session writes nothing."""
         fault = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
@@ -27,4 +29,4 @@ class FaultService:
             uow.commit()
             return appended
 
-        return self._transactions.submit(work, f"record startup fault of {session_id!r}")
+        return self._transactions.submit(work, f"record startup fault of {session_id!r}", uow)

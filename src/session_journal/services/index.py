@@ -47,7 +47,12 @@ class ProjectIndex:
             return self._database.submit(work, "index journal events")
 
     def search(
-        self, query: str, *, session_id: str | None = None, limit: int = 20
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        limit: int = 20,
+        uow: UnitOfWork | None = None,
     ) -> list[SearchHit]:
         """Hits for `query`, best first, at most `limit` (a positive integer; above
         `MAX_SEARCH_LIMIT` it is clamped). `InvalidRecord` for a query `parse_query` refuses,
@@ -59,10 +64,16 @@ class ProjectIndex:
             raise InvalidRecord(f"limit must be a positive integer, got {limit!r}")
         if not terms:
             return []
-        with self._database.reading("search the project index") as uow:
-            return uow.project_events.search(terms, session_id, min(limit, MAX_SEARCH_LIMIT))
+        with self._database.reading("search the project index", uow) as read:
+            return read.project_events.search(terms, session_id, min(limit, MAX_SEARCH_LIMIT))
 
-    def rebuild(self, session_dir: str | os.PathLike[str], session_id: str) -> int:
+    def rebuild(
+        self,
+        session_dir: str | os.PathLike[str],
+        session_id: str,
+        *,
+        uow: UnitOfWork | None = None,
+    ) -> int:
         """Re-index a session from its `events.jsonl` (lines that do not decode are skipped);
         returns the rows indexed."""
         session_id = require_id(session_id, "session_id")
@@ -71,10 +82,10 @@ class ProjectIndex:
         except OSError as error:
             raise InvalidRecord(f"cannot read the events of {session_id!r}: {error}") from None
 
-        def work(uow: UnitOfWork) -> None:
-            uow.project_events.delete_session(session_id)
-            uow.project_events.insert(rows)
-            uow.commit()
+        def work(context: UnitOfWork) -> None:
+            context.project_events.delete_session(session_id)
+            context.project_events.insert(rows)
+            context.commit()
 
-        self._database.submit(work, f"rebuild the index of {session_id!r}")
+        self._database.submit(work, f"rebuild the index of {session_id!r}", uow)
         return len(rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
-from ..arguments import Given, sequence_of, validate_arguments
+from ..arguments import Given, Passed, sequence_of, validate_arguments
 from ..errors import ChainBroken, InvalidRecord
 from ..relay.observations import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
@@ -27,6 +27,8 @@ class ProjectionService:
         self,
         session_id: Id,
         events: Annotated[Sequence[Given[RelayEvent]], sequence_of("RelayEvent")],
+        *,
+        uow: Passed[WriteContext | None] = None,
     ) -> int:
         """Apply relay events in order, in one transaction; returns how many were new.
 
@@ -73,16 +75,18 @@ class ProjectionService:
             uow.commit()
             return applied
 
-        return self._transactions.submit(work, f"apply relay events of {session_id!r}")
+        return self._transactions.submit(work, f"apply relay events of {session_id!r}", uow)
 
     @validate_arguments()
-    def load(self, session_id: Id) -> MaterializedSession | None:
+    def load(
+        self, session_id: Id, *, uow: Passed[WriteContext | None] = None
+    ) -> MaterializedSession | None:
         """The session's materialized state and transcript; `None` if the session does not
         exist; ordinal 0 before its first relay event."""
-        with self._transactions.reading(f"load materialized session {session_id!r}") as uow:
-            if uow.sessions.get(session_id) is None:
+        with self._transactions.reading(f"load materialized session {session_id!r}", uow) as read:
+            if read.sessions.get(session_id) is None:
                 return None
-            stored = uow.projection.get(session_id)
+            stored = read.projection.get(session_id)
             if stored is None:
                 return MaterializedSession(session_id=session_id)
             state = stored.state
@@ -93,7 +97,7 @@ class ProjectionService:
                 active_turn=state.active_turn,
                 last_turn_outcome=state.last_turn_outcome,
                 pending_elicitations=[question.request for question in state.pending],
-                transcript=uow.projection.transcript(session_id),
+                transcript=read.projection.transcript(session_id),
             )
 
 

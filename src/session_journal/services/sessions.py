@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 
-from ..arguments import Given, validate_arguments
+from ..arguments import Given, Passed, validate_arguments
 from ..records import SessionRecord
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import Id
@@ -18,7 +18,9 @@ class SessionService:
         self._transactions = transactions
 
     @validate_arguments(record="session record")
-    def save(self, record: Given[SessionRecord]) -> None:
+    def save(
+        self, record: Given[SessionRecord], *, uow: Passed[WriteContext | None] = None
+    ) -> None:
         """Upsert the session in place with its context and checkpoint metadata (a `None`
         checkpoint removes the stored one); a new `last_error` appends one `session_fault`."""
 
@@ -33,10 +35,12 @@ class SessionService:
             )
             uow.commit()
 
-        return self._transactions.submit(work, f"save session {record.id!r}")
+        return self._transactions.submit(work, f"save session {record.id!r}", uow)
 
     @validate_arguments(record="session record")
-    def save_lifecycle(self, record: Given[SessionRecord]) -> None:
+    def save_lifecycle(
+        self, record: Given[SessionRecord], *, uow: Passed[WriteContext | None] = None
+    ) -> None:
         """Update `state`, `last_error` and `last_checkpoint_error` of an existing session
         (`SessionNotFound` otherwise); a new `last_error` appends one `session_fault`."""
 
@@ -48,24 +52,30 @@ class SessionService:
             )
             uow.commit()
 
-        return self._transactions.submit(work, f"save lifecycle of session {record.id!r}")
+        return self._transactions.submit(work, f"save lifecycle of session {record.id!r}", uow)
 
     @validate_arguments()
-    def get(self, session_id: Id) -> SessionRecord | None:
+    def get(
+        self, session_id: Id, *, uow: Passed[WriteContext | None] = None
+    ) -> SessionRecord | None:
         """The session, or `None` when no such session exists."""
-        with self._transactions.reading(f"get session {session_id!r}") as uow:
-            return uow.sessions.get(session_id)
+        with self._transactions.reading(f"get session {session_id!r}", uow) as read:
+            return read.sessions.get(session_id)
 
     @validate_arguments()
     def list(
-        self, *, workspace_id: Id | None = None, project_id: Id | None = None
+        self,
+        *,
+        workspace_id: Id | None = None,
+        project_id: Id | None = None,
+        uow: Passed[WriteContext | None] = None,
     ) -> builtins.list[SessionRecord]:
         """Sessions in the workspace and project given (either optional), ordered by id."""
-        with self._transactions.reading("list sessions") as uow:
-            return uow.sessions.list(workspace_id=workspace_id, project_id=project_id)
+        with self._transactions.reading("list sessions", uow) as read:
+            return read.sessions.list(workspace_id=workspace_id, project_id=project_id)
 
     @validate_arguments()
-    def delete(self, session_id: Id) -> bool:
+    def delete(self, session_id: Id, *, uow: Passed[WriteContext | None] = None) -> bool:
         """Delete the session with its context, checkpoint, events and activity; whether it
         existed. The event frontier (`latest_seq`) does not move."""
 
@@ -74,4 +84,4 @@ class SessionService:
             uow.commit()
             return existed
 
-        return self._transactions.submit(work, f"delete session {session_id!r}")
+        return self._transactions.submit(work, f"delete session {session_id!r}", uow)
