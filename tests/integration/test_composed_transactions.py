@@ -134,9 +134,12 @@ def test_service_calls_inside_a_function_of_the_write_path(store: Store) -> None
 def test_a_unit_of_work_of_another_store_or_no_unit_of_work_is_refused(
     store: Store, migrated_url: str
 ) -> None:
-    with Store.open(migrated_url) as other, other.unit_of_work() as foreign:
-        with pytest.raises(InvalidRecord, match="another store"):
-            store.faults.record_startup_fault("s-1", "x", uow=foreign)
+    with (
+        Store.open(migrated_url) as other,
+        other.unit_of_work() as foreign,
+        pytest.raises(InvalidRecord, match="another store"),
+    ):
+        store.faults.record_startup_fault("s-1", "x", uow=foreign)
     with pytest.raises(InvalidRecord, match="uow must be a UnitOfWork"):
         store.sessions.get("s-1", uow="not a unit of work")
     assert feed(store) == []
@@ -318,7 +321,7 @@ def test_binding_checks_the_connection(
         other = sa.create_engine(other_url)
         with (
             other.connect() as connection,
-            pytest.raises(InvalidRecord, match="not the store|schema"),
+            pytest.raises(InvalidRecord, match=r"not the store|schema"),
         ):
             store.bind(connection)
         other.dispose()
