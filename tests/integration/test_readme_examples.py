@@ -32,6 +32,7 @@ import sqlite3
 import subprocess
 import sys
 import tomllib
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,7 +176,15 @@ def test_the_python_blocks_run(
             try:
                 exec(code, namespace)
             except Exception as error:
-                pytest.fail(f"{block.where}: the python block raised {error!r}")
+                lines = [
+                    frame.lineno
+                    for frame in traceback.extract_tb(error.__traceback__)
+                    if frame.filename == str(README)
+                ]
+                pytest.fail(
+                    f"README.md line {lines[-1] if lines else '?'} (the python block at line "
+                    f"{block.line}) raised {error!r}"
+                )
     assert "session-1" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "journal.db")
 
