@@ -1,30 +1,165 @@
-"""The README's Python examples run, in order, against a store on each backend."""
+"""Every fenced block of README.md is checked, by its language tag, so the README cannot drift
+from the code (each failure names the block's line in README.md):
+
+- `python`: run in README order in one namespace, with a `store` on each backend holding the
+  session "session-1" (the first block makes it); tracebacks point at README.md's own lines. A
+  block that only shows a signature is listed in `SIGNATURES` and compared with the real one.
+- `sh`: each command line is checked, in README order, on each backend, in a temporary
+  directory, with `SESSION_JOURNAL_DATABASE_URL` set to a database migrated to head and any
+  `postgresql+psycopg://...` URL of the line replaced by that database's URL.
+  `session-journal ...`, `python -m session_journal ...` and `alembic ...` run for real and
+  must exit 0, or the code a comment starting with `exit N` names
+  (`session-journal db check   # exit 1: ...`); `make TARGET [VAR=value]` must be a target
+  (`make -n`) and variables the Makefile reads; `pip install` may name only this package (`.`,
+  `session-journal`) and extras that pyproject.toml declares; `sqlite3 FILE ".backup OUT"` makes
+  a consistent copy of FILE (a migrated database, made if missing), with the sqlite3 command
+  when there is one, else with Python's `sqlite3` backup. Any other command fails the check:
+  teach `SHELL_COMMANDS` below how to check it.
+- `json`: a document (or JSON lines) that validates as one of the models in `JSON_MODELS` and
+  dumps back to exactly what the README shows.
+- `text`: shown, not run, and allowed only where `TEXT_BLOCKS` has a check for it.
+"""
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tomllib
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
 
-from session_journal import SessionRecord, Store
+from session_journal import ApiEvent, ApiEventData, SessionRecord, Store
+from session_journal.relay import RelayEvent
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-# Blocks that show a signature, not code to run.
-SIGNATURES = ("store = Store.open(url=None, *, upgrade=False, options=None)",)
-
-
-def examples() -> list[str]:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    return [block for block in blocks if not block.startswith(SIGNATURES)]
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+KINDS = ("python", "sh", "json", "text")
 
 
-def test_the_readme_has_examples() -> None:
-    assert len(examples()) >= 4
+@dataclass(frozen=True)
+class Block:
+    """A fenced block: the language tag, the line of its opening fence (1-based) and its text."""
+
+    line: int
+    tag: str
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"README.md line {self.line}"
+
+    def lines(self) -> list[tuple[int, str]]:
+        """The block's lines with their README line numbers."""
+        return [
+            (self.line + 1 + offset, text) for offset, text in enumerate(self.text.splitlines())
+        ]
 
 
-def test_the_readme_examples_run(
+_FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+
+
+def blocks() -> list[Block]:
+    """The README's fenced blocks, in order (CommonMark fences, indented ones included)."""
+    found: list[Block] = []
+    lines = README.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        opening = _FENCE.match(lines[index])
+        if opening is None:
+            index += 1
+            continue
+        indent, fence = len(opening["indent"]), opening["fence"]
+        body: list[str] = []
+        end = index + 1
+        while end < len(lines):
+            closing = _FENCE.match(lines[end])
+            if (
+                closing is not None
+                and closing["fence"].startswith(fence[0])
+                and len(closing["fence"]) >= len(fence)
+                and not closing["info"].strip()
+            ):
+                break
+            body.append(lines[end][indent:] if lines[end][:indent].isspace() else lines[end])
+            end += 1
+        assert end < len(lines), f"README.md line {index + 1}: the block is never closed"
+        tag = opening["info"].strip().split(" ")[0]
+        found.append(Block(index + 1, tag, "".join(f"{text}\n" for text in body)))
+        index = end + 1
+    return found
+
+
+def of_kind(tag: str) -> list[Block]:
+    return [block for block in blocks() if block.tag == tag]
+
+
+def test_every_block_has_a_language_the_check_knows() -> None:
+    unknown = [
+        f"{block.where}: {block.tag or 'no tag'}" for block in blocks() if block.tag not in KINDS
+    ]
+    assert not unknown, f"fenced blocks need one of {KINDS} as their tag: {unknown}"
+    assert len(of_kind("python")) >= 4
+    assert of_kind("sh")
+
+
+# -- python ------------------------------------------------------------------------------------
+
+
+def _shown_parameters(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _real_parameters(function: Callable[..., Any]) -> list[str]:
+    shown = []
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind is parameter.KEYWORD_ONLY and "*" not in shown:
+            shown.append("*")
+        default = parameter.default
+        shown.append(
+            parameter.name if default is parameter.empty else f"{parameter.name}={default!r}"
+        )
+    return shown
+
+
+SIGNATURES: dict[str, Callable[..., Any]] = {
+    # The block's first line starts with this; the parameters it shows are the real ones.
+    "store = Store.open(": Store.open,
+}
+
+
+def signature_of(block: Block) -> Callable[..., Any] | None:
+    return next((f for start, f in SIGNATURES.items() if block.text.startswith(start)), None)
+
+
+def examples() -> list[Block]:
+    return [block for block in of_kind("python") if signature_of(block) is None]
+
+
+def test_the_signatures_shown_are_the_real_ones() -> None:
+    shown = [block for block in of_kind("python") if signature_of(block) is not None]
+    assert len(shown) == len(SIGNATURES), "a listed signature block is gone from the README"
+    for block in shown:
+        function = signature_of(block)
+        assert function is not None
+        inside = re.search(r"\(([^)]*)\)", block.text)
+        assert inside is not None, f"{block.where}: no parameter list"
+        assert _shown_parameters(inside[1]) == _real_parameters(function), block.where
+
+
+def test_the_python_blocks_run(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -34,8 +169,309 @@ def test_the_readme_examples_run(
         # them in one session would.
         store.sessions.save(SessionRecord(id="session-1", project_id="project-1"))
         namespace: dict[str, object] = {}
-        for number, block in enumerate(examples(), start=1):
+        for block in examples():
             namespace["store"] = store
-            exec(compile(block, f"README example {number}", "exec"), namespace)
+            # Padded so that a traceback names README.md's own line numbers.
+            code = compile("\n" * block.line + block.text, str(README), "exec")
+            try:
+                exec(code, namespace)
+            except Exception as error:
+                lines = [
+                    frame.lineno
+                    for frame in traceback.extract_tb(error.__traceback__)
+                    if frame.filename == str(README)
+                ]
+                pytest.fail(
+                    f"README.md line {lines[-1] if lines else '?'} (the python block at line "
+                    f"{block.line}) raised {error!r}"
+                )
     assert "session-1" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "journal.db")
+
+
+# -- json --------------------------------------------------------------------------------------
+
+JSON_MODELS: dict[str, TypeAdapter[Any]] = {
+    "an API event body (ApiEventData)": TypeAdapter(ApiEventData),
+    "an API event (ApiEvent)": TypeAdapter(ApiEvent),
+    "a relay event (RelayEvent)": TypeAdapter(RelayEvent),
+}
+
+
+def _documents(block: Block) -> list[tuple[int, str]]:
+    """The block as one JSON document, else as JSON lines."""
+    try:
+        json.loads(block.text)
+    except ValueError:
+        return [(number, text) for number, text in block.lines() if text.strip()]
+    return [(block.line + 1, block.text)]
+
+
+def test_the_json_blocks_are_what_the_models_write() -> None:
+    for block in of_kind("json"):
+        for number, text in _documents(block):
+            try:
+                shown = json.loads(text)
+            except ValueError as error:
+                pytest.fail(f"README.md line {number}: not JSON: {error}")
+            tried = []
+            for name, adapter in JSON_MODELS.items():
+                try:
+                    value = adapter.validate_json(text)
+                except ValidationError as error:
+                    tried.append(f"not {name}: {error.errors()[0]['msg']}")
+                    continue
+                dumped = adapter.dump_python(value, mode="json")
+                assert dumped == shown, (
+                    f"README.md line {number}: valid as {name}, but the model writes {dumped}"
+                )
+                break
+            else:
+                pytest.fail(f"README.md line {number}: {'; '.join(tried)}")
+
+
+# -- text --------------------------------------------------------------------------------------
+
+
+def _check_layout(block: Block) -> None:
+    """The Layout tree: every file and directory it names exists (descriptions aside)."""
+    directory = REPO
+    named = 0
+    for number, line in block.lines():
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or indent > 10:  # a description continued from the line above
+            continue
+        names = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        for name in (part.strip() for part in names.split(",")):
+            if not name:
+                continue
+            base = REPO if indent == 0 else directory
+            path = base / name
+            assert path.exists(), (
+                f"README.md line {number}: {path.relative_to(REPO)} does not exist"
+            )
+            named += 1
+            if indent == 0 and name.endswith("/"):
+                directory = path
+    assert named >= 20, f"{block.where}: the layout names only {named} paths"
+
+
+TEXT_BLOCKS: dict[str, Callable[[Block], None]] = {
+    # First line of the block -> how it is checked.
+    "src/session_journal/": _check_layout,
+}
+
+
+def test_the_text_blocks_are_checked_where_they_are() -> None:
+    for block in of_kind("text"):
+        first = block.text.splitlines()[0] if block.text else ""
+        check = TEXT_BLOCKS.get(first.strip())
+        assert check is not None, (
+            f"{block.where}: a text block is output shown to the reader; register a check for "
+            "it in TEXT_BLOCKS (tests/integration/test_readme_examples.py), or tag it as code"
+        )
+        check(block)
+
+
+# -- sh ----------------------------------------------------------------------------------------
+
+_POSTGRES_URL = re.compile(r"postgresql\+psycopg://\S*")
+_EXPECTED_EXIT = re.compile(r"(?:^|\s)#\s*exit (\d+)\b")
+
+
+@dataclass
+class Shell:
+    """Where the README's commands run: a directory, an environment and the test's database."""
+
+    directory: Path
+    database_url: str
+    environment: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Command:
+    number: int  # README line
+    words: list[str]
+    expected_exit: int
+    text: str
+
+    def fail(self, why: str) -> NoReturn:
+        pytest.fail(f"README.md line {self.number}: `{self.text}`: {why}")
+
+
+def commands(block: Block) -> list[Command]:
+    """The block's command lines (a trailing backslash continues a line), comments dropped."""
+    found: list[Command] = []
+    pending: tuple[int, str] | None = None
+    for number, line in block.lines():
+        if pending is not None:
+            number, line = pending[0], f"{pending[1]} {line}"
+            pending = None
+        if line.rstrip().endswith("\\"):
+            pending = (number, line.rstrip()[:-1])
+            continue
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+        if not words:
+            continue
+        expected = _EXPECTED_EXIT.search(line)
+        command = Command(number, words, int(expected[1]) if expected else 0, line.strip())
+        operators = [word for word in words if word and set(word) <= set("();<>|&")]
+        if operators:
+            command.fail(f"one command per line, without shell operators ({operators})")
+        found.append(command)
+    assert pending is None, f"{block.where}: the last line continues past the block"
+    return found
+
+
+def _run(command: Command, argv: list[str], shell: Shell, environment: dict[str, str]) -> str:
+    try:
+        done = subprocess.run(
+            argv,
+            cwd=shell.directory,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    except subprocess.TimeoutExpired:
+        command.fail("still running after 300 s")
+    if done.returncode != command.expected_exit:
+        command.fail(
+            f"exit {done.returncode}, expected {command.expected_exit}\n"
+            f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
+        )
+    return done.stdout
+
+
+def _for_the_test(words: list[str], shell: Shell) -> list[str]:
+    """The command's words, any PostgreSQL URL standing for the reader's database replaced by
+    the test's."""
+    return [_POSTGRES_URL.sub(lambda _: shell.database_url, word) for word in words]
+
+
+def run_session_journal(
+    command: Command, words: list[str], shell: Shell, env: dict[str, str]
+) -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["session-journal"] == "session_journal.cli:main"
+    _run(command, [sys.executable, "-m", "session_journal", *words], shell, env)
+
+
+def run_alembic(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
+    # "From the repository root": the repository's alembic.ini, found through ALEMBIC_CONFIG.
+    env = {**env, "ALEMBIC_CONFIG": str(REPO / "alembic.ini")}
+    _run(command, [sys.executable, "-m", "alembic", *words], shell, env)
+
+
+def _makefile_variables() -> set[str]:
+    return set(re.findall(r"\$\(([A-Z_]+)\)", (REPO / "Makefile").read_text()))
+
+
+def check_make(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
+    assignments = [word.split("=", 1)[0] for word in words if "=" in word]
+    unknown = sorted(set(assignments) - _makefile_variables())
+    if unknown:
+        command.fail(f"the Makefile reads no variable {unknown}")
+    if not [word for word in words if "=" not in word]:
+        command.fail("no target")
+    # -n: print the recipes, run none of them; fails for a target the Makefile lacks.
+    _run(command, ["make", "-n", "--no-print-directory", "-C", str(REPO), *words], shell, env)
+
+
+def check_pip(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    extras = set(pyproject["project"]["optional-dependencies"])
+    if words[:1] != ["install"]:
+        command.fail("only `pip install` is expected")
+    targets = [word for word in words[1:] if word != "-e"]
+    if not targets or any(word.startswith("-") for word in targets):
+        command.fail("expected `pip install [-e] SPEC...`")
+    for target in targets:
+        spec = re.fullmatch(r"(?P<name>\.|session-journal)(?:\[(?P<extras>[a-z,-]+)\])?", target)
+        if spec is None:
+            command.fail(f"{target!r} is neither `.` nor session-journal")
+        named = set(spec["extras"].split(",")) if spec["extras"] else set()
+        if named - extras:
+            command.fail(f"pyproject.toml declares no extra {sorted(named - extras)}")
+
+
+def check_sqlite3(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
+    if len(words) != 2 or not re.fullmatch(r"\.backup \S+", words[1]):
+        command.fail('expected `sqlite3 FILE ".backup COPY"`')
+    source, copy = shell.directory / words[0], shell.directory / words[1].split()[1]
+    if not source.exists():  # the reader's database: a migrated one, with a session
+        with Store.open(f"sqlite:///{source}", upgrade=True) as store:
+            store.sessions.save(SessionRecord(id="backed-up", project_id="p"))
+    if shutil.which("sqlite3"):
+        _run(command, ["sqlite3", *words], shell, env)
+    else:  # the same copy through SQLite's backup API
+        with sqlite3.connect(source) as live, sqlite3.connect(copy) as target:
+            live.backup(target)
+        live.close()
+        target.close()
+    backup = sqlite3.connect(copy)
+    try:
+        assert backup.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        original = sqlite3.connect(source)
+        try:
+            query = "SELECT session_id FROM sessions ORDER BY session_id"
+            assert backup.execute(query).fetchall() == original.execute(query).fetchall()
+        finally:
+            original.close()
+    finally:
+        backup.close()
+
+
+SHELL_COMMANDS: dict[
+    tuple[str, ...], Callable[[Command, list[str], Shell, dict[str, str]], None]
+] = {
+    # The first words of a command line -> how it is checked (given the words after them).
+    ("session-journal",): run_session_journal,
+    ("python", "-m", "session_journal"): run_session_journal,
+    ("python3", "-m", "session_journal"): run_session_journal,
+    ("alembic",): run_alembic,
+    ("make",): check_make,
+    ("pip",): check_pip,
+    ("python", "-m", "pip"): check_pip,
+    ("sqlite3",): check_sqlite3,
+}
+
+
+def check_command(command: Command, shell: Shell) -> None:
+    words = list(command.words)
+    env = dict(shell.environment)
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", words[0]):  # VAR=value command
+        name, value = words.pop(0).split("=", 1)
+        env[name] = _POSTGRES_URL.sub(lambda _: shell.database_url, value)
+    for start, check in sorted(SHELL_COMMANDS.items(), key=lambda item: -len(item[0])):
+        if tuple(words[: len(start)]) == start:
+            check(command, _for_the_test(words[len(start) :], shell), shell, env)
+            return
+    command.fail(
+        "a command the README check does not know: teach SHELL_COMMANDS in "
+        "tests/integration/test_readme_examples.py how to check it"
+    )
+
+
+def test_the_shell_blocks_run(migrated_url: str, tmp_path: Path) -> None:
+    directory = tmp_path / "reader"
+    directory.mkdir()
+    source = str(REPO / "src")
+    path = os.environ.get("PYTHONPATH")
+    shell = Shell(
+        directory,
+        migrated_url,
+        {
+            **os.environ,
+            "PYTHONPATH": source if not path else f"{source}{os.pathsep}{path}",
+            "SESSION_JOURNAL_DATABASE_URL": migrated_url,
+        },
+    )
+    ran = 0
+    for block in of_kind("sh"):
+        for command in commands(block):
+            check_command(command, shell)
+            ran += 1
+    assert ran >= 4
