@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic.main import TupleGenerator
 
 from .elicitation import ElicitationRequest
+from .errors import InvalidRecord
 from .json_text import canonical_json
 from .validation import Id
 
@@ -331,6 +332,31 @@ class ApiEventPage(BaseModel):
 
 
 EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
+
+
+def validate_stored_body(body: str) -> ApiEventData:
+    """The body a caller wrote for `uow.events.append`, which is stored as given: it must
+    decode as an API event body *in the stored form*, `{"type": <tag>, "data": {<fields>}}`,
+    with no key the body does not have, so that every reader of the table (older code, a SQL
+    query) sees the one documented shape. `ValidationError` if it does not decode;
+    `InvalidRecord` for a body that decodes only by the keyword form (fields beside `type`) or
+    carries unknown keys."""
+    decoded = EVENT_DATA.validate_json(body)
+    raw = json.loads(body)
+    data = raw.get("data") if isinstance(raw, dict) else None
+    if set(raw) != {"type", "data"} or not isinstance(data, dict):
+        raise InvalidRecord(
+            'body must have the stored form {"type": ..., "data": {...}} and no other key, '
+            f"got the keys {sorted(raw)}"
+        )
+    unknown = set(data) - set(type(decoded).model_fields)
+    if unknown:
+        raise InvalidRecord(
+            f"body has data keys that {decoded.type} does not have: {sorted(unknown)}"
+        )
+    return decoded
+
+
 _ALL_FIELDS = frozenset(ApiEvent.model_fields)
 
 

@@ -56,7 +56,8 @@ class _Given:
     ) -> CoreSchema:
         def instance(value: Any) -> Any:
             if not isinstance(value, source):
-                raise ValueError(f"must be a {source.__name__}, got {type(value).__name__}")
+                article = "an" if source.__name__[:1] in "AEIO" else "a"
+                raise ValueError(f"must be {article} {source.__name__}, got {type(value).__name__}")
             return value
 
         return core_schema.no_info_before_validator_function(instance, handler(source))

@@ -179,6 +179,9 @@ def check_json_body(
         validate(body)
     except ValidationError as error:
         raise InvalidRecord(f"body is not {kind}: {describe(error)}") from None
+    except InvalidRecord:
+        check_json_text(body, "body", max_bytes)  # a reason of its own comes first
+        raise
     return check_json_text(body, "body", max_bytes)
 
 

@@ -78,7 +78,7 @@ def test_bad_cursors_and_limits(store: Store, after_seq: Any, limit: Any, messag
 def test_wrong_argument_types(store: Store) -> None:
     with pytest.raises(InvalidRecord, match="session record must be a SessionRecord"):
         store.sessions.save({"id": "s", "project_id": "p"})  # type: ignore[arg-type]
-    with pytest.raises(InvalidRecord, match="filter must be a ApiEventFilter"):
+    with pytest.raises(InvalidRecord, match="filter must be an ApiEventFilter"):
         store.events.load({"session_id": "s"})  # type: ignore[arg-type]
     with pytest.raises(InvalidRecord, match="session_id must be a string"):
         store.sessions.get(5)  # type: ignore[arg-type]
@@ -90,7 +90,7 @@ def test_wrong_argument_types(store: Store) -> None:
         store.activity.record(5, 1)  # type: ignore[arg-type]
     with pytest.raises(InvalidRecord, match=r"activities\[0\] must be a \(session_id, state\)"):
         store.activity.record(["s"], 1)  # type: ignore[list-item]
-    with pytest.raises(InvalidRecord, match=r"activities\[0\] state must be a ApiActivityState"):
+    with pytest.raises(InvalidRecord, match=r"activities\[0\] state must be an ApiActivityState"):
         store.activity.record([("s", {"state": "x"})], 1)  # type: ignore[list-item]
     assert_nothing_written(store, [])
 
@@ -179,6 +179,36 @@ def test_repository_appends_check_what_the_services_check(
     assert store.events.latest_seq() == 0
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            '{"type":"session_fault","reason":"startup_failed","message":"m"}',
+            r'body must have the stored form \{"type": ..., "data": \{...\}\} and no other key, '
+            r"got the keys \['message', 'reason', 'type'\]",
+        ),
+        (
+            '{"type":"session_fault","data":{"reason":"startup_failed","message":"m"},"v":2}',
+            r"body must have the stored form .* got the keys \['data', 'type', 'v'\]",
+        ),
+        (
+            FAULT % ',"note":"x"',
+            r"body has data keys that session_fault does not have: \['note'\]",
+        ),
+    ],
+)
+def test_hand_written_bodies_must_have_the_stored_form(
+    store: Store, body: str, message: str
+) -> None:
+    store.sessions.save(SessionFactory.build(id="session-1"))
+    with store.unit_of_work() as uow:
+        with pytest.raises(InvalidRecord, match=message):
+            uow.events.append("session-1", 1, body)
+        assert uow.events.pending_count() == 0
+        uow.commit()
+    assert store.events.latest_seq() == 0
+
+
 def test_repository_activity_snapshots_are_checked(store: Store) -> None:
     store.sessions.save(SessionFactory.build(id="session-1"))
     huge = ActivityFactory(state="y" * (1024 * 1024)).canonical_json()
@@ -193,7 +223,7 @@ def test_repository_activity_snapshots_are_checked(store: Store) -> None:
 
 def test_text_that_looks_like_a_constant_is_stored_as_it_is(store: Store) -> None:
     store.sessions.save(SessionFactory.build(id="session-1"))
-    body = FAULT % ',"note":"NaN and -Infinity, quoted"'
+    body = '{"type":"session_fault","data":{"reason":"startup_failed","message":"NaN, -Infinity"}}'
     with store.unit_of_work() as uow:
         uow.events.append("session-1", 1, body)
         uow.commit()

@@ -8,7 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .. import driver
-from ..api_events import EVENT_DATA, ApiEvent, ApiEventFilter, stored_events
+from ..api_events import ApiEvent, ApiEventFilter, stored_events, validate_stored_body
 from ..config import StoreOptions
 from ..errors import PermanentStorageError, SessionJournalError, SessionNotFound
 from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
@@ -185,9 +185,7 @@ class EventRepository:
         require_id(session_id, "session_id")
         require_int(recorded_at_ms, "recorded_at_ms")
         if not isinstance(body, EncodedJson):
-            check_json_body(
-                body, EVENT_DATA.validate_json, "an API event body", self._max_body_bytes
-            )
+            check_json_body(body, validate_stored_body, "an API event body", self._max_body_bytes)
 
     def _require_session(self, session_id: str) -> None:
         """`SessionNotFound` now, rather than a foreign-key failure when the events are inserted
