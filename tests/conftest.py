@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from session_journal import Store
+from session_journal.aio import AsyncStore
+from tests.asyncapi import LoopThread, SyncOverAsync
 from tests.backends import (
     database_url,
     migrated_database_url,
@@ -71,8 +73,37 @@ def migrated_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
         yield value
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module marked `both_apis` runs each test that uses `store` twice: on the sync API and
+    through the async one (`tests.asyncapi`); a test of it marked `sync_api` (one that
+    inspects or patches the sync store's internals) runs on the sync API only."""
+    definition = metafunc.definition
+    if (
+        "store" in metafunc.fixturenames
+        and definition.get_closest_marker("both_apis")
+        and not definition.get_closest_marker("sync_api")
+    ):
+        metafunc.parametrize("api", ["sync", "async"], indirect=True)
+
+
 @pytest.fixture
-def store(migrated_url: str) -> Iterator[Store]:
-    """A store on a database migrated to head."""
-    with Store.open(migrated_url) as opened:
-        yield opened
+def api(request: pytest.FixtureRequest) -> str:
+    """Which API the `store` fixture serves: "sync", or "async" in a `both_apis` module."""
+    return getattr(request, "param", "sync")
+
+
+@pytest.fixture
+def store(migrated_url: str, api: str) -> Iterator[Store]:
+    """A store on a database migrated to head; with `api == "async"`, a look-alike whose every
+    service call is awaited on an `AsyncStore` (`tests.asyncapi`)."""
+    if api == "sync":
+        with Store.open(migrated_url) as opened:
+            yield opened
+        return
+    loop = LoopThread()
+    try:
+        opened_async = loop.run(AsyncStore.open(migrated_url))
+        with SyncOverAsync(opened_async, loop) as facade:
+            yield facade  # type: ignore[misc]
+    finally:
+        loop.close()

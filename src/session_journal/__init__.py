@@ -2,9 +2,9 @@
 
 Open a `Store` and use its services; see the README for the guarantees.
 
-`Store`, `UnitOfWork` and `SCHEMA_LEVEL` are imported on first use (PEP 562 `__getattr__`), so
-importing a part that needs no database (`session_journal.journal`, `session_journal.relay`, the
-records and event bodies) loads no SQLAlchemy, Alembic or driver.
+`Store`, `AsyncStore`, `UnitOfWork` and `SCHEMA_LEVEL` are imported on first use (PEP 562
+`__getattr__`), so importing a part that needs no database (`session_journal.journal`,
+`session_journal.relay`, the records and event bodies) loads no SQLAlchemy, Alembic or driver.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -55,13 +55,16 @@ from .errors import (
 from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
+    from .aio import AsyncFollower, AsyncStore
     from .migrations import SCHEMA_LEVEL
     from .services.events import Follower
     from .store import Store
     from .unit_of_work import UnitOfWork
 
 # The names backed by the database layer: `__getattr__` imports them on first use.
-_DATABASE_NAMES = frozenset({"SCHEMA_LEVEL", "Follower", "Store", "UnitOfWork"})
+_DATABASE_NAMES = frozenset(
+    {"SCHEMA_LEVEL", "AsyncFollower", "AsyncStore", "Follower", "Store", "UnitOfWork"}
+)
 
 __all__ = [
     "SCHEMA_LEVEL",
@@ -74,6 +77,8 @@ __all__ = [
     "ApiEventFilter",
     "ApiEventPage",
     "ApiTurnOutcome",
+    "AsyncFollower",
+    "AsyncStore",
     "ChainBroken",
     "CheckpointMetadata",
     "CheckpointOperation",
@@ -119,11 +124,13 @@ def __getattr__(name: str) -> Any:
     # (`store` imports the other two); the names are bound here, so this runs once.
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import migrations, store, unit_of_work
+    from . import aio, migrations, store, unit_of_work
     from .services import events
 
     globals().update(
         SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,
+        AsyncFollower=aio.AsyncFollower,
+        AsyncStore=aio.AsyncStore,
         Follower=events.Follower,
         Store=store.Store,
         UnitOfWork=unit_of_work.UnitOfWork,

@@ -147,6 +147,24 @@ def validate_arguments(**labels: str) -> Callable[[F], F]:
         names = list(inspect.signature(fn).parameters)
         hints: dict[str, Any] = {}
 
+        def refusal(error: ValidationError, args: Any, kwargs: Any) -> Exception:
+            if not hints:
+                hints.update(typing.get_type_hints(fn, include_extras=True))
+            return _refusal(error, names, hints, labels, args, kwargs, fn)
+
+        if inspect.iscoroutinefunction(fn):  # pydantic checks when the coroutine runs
+
+            @functools.wraps(fn)
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await checked(*args, **kwargs)
+                except ValidationError as error:
+                    if _raised_by(error, fn):
+                        raise
+                    raise refusal(error, args, kwargs) from None
+
+            return typing.cast(F, call_async)
+
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -154,9 +172,7 @@ def validate_arguments(**labels: str) -> Callable[[F], F]:
             except ValidationError as error:
                 if _raised_by(error, fn):
                     raise
-                if not hints:
-                    hints.update(typing.get_type_hints(fn, include_extras=True))
-                raise _refusal(error, names, hints, labels, args, kwargs, fn) from None
+                raise refusal(error, args, kwargs) from None
 
         return typing.cast(F, call)
 

@@ -49,6 +49,9 @@ class CommitSignal:
         self._generation = 0
         self._waiting = 0
         self._closed = False
+        # Told of every pulse, interrupt and close, with the lock held: each must return at
+        # once (an event loop's `call_soon_threadsafe`, see `aio`).
+        self._listeners: list[Callable[[], None]] = []
 
     @property
     def generation(self) -> int:
@@ -69,6 +72,36 @@ class CommitSignal:
         with self._changed:
             self._generation += 1
             self._changed.notify_all()
+            self._tell()
+
+    def _tell(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener` (with the signal's lock held: it must return at once and never call
+        back) on every pulse, interrupt and close: how waiters that are not threads (an event
+        loop's tasks) learn that the generation moved."""
+        with self._changed:
+            self._listeners = [*self._listeners, listener]
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        """Stop calling `listener` (nothing if it was not added)."""
+        with self._changed:
+            self._listeners = [known for known in self._listeners if known is not listener]
+
+    def waiter_joined(self) -> None:
+        """A waiter that is not a thread (see `add_listener`) starts waiting: counted as a
+        thread in `wait_past` is, so that the sources that run only while someone waits run."""
+        with self._changed:
+            self._waiting += 1
+            if self._waiting == 1:
+                self._changed.notify_all()
+
+    def waiter_left(self) -> None:
+        """The waiter of `waiter_joined` stops waiting."""
+        with self._changed:
+            self._waiting -= 1
 
     def wait_past(
         self, generation: int, timeout: float, stop: threading.Event | None = None
@@ -100,6 +133,7 @@ class CommitSignal:
         others wait on (a follower closing must not make every follower read again)."""
         with self._changed:
             self._changed.notify_all()
+            self._tell()
 
     def wait_for_waiters(self, timeout: float) -> bool:
         """For a source that runs only while someone waits: block until a follower waits (or
@@ -112,6 +146,7 @@ class CommitSignal:
         with self._changed:
             self._closed = True
             self._changed.notify_all()
+            self._tell()
 
 
 class _Source:

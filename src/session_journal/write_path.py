@@ -38,6 +38,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
@@ -65,10 +66,22 @@ error (see `_is_deadlock`)."""
 class _Call(Generic[T]):
     """One queued call: its function, its name for errors, and its pending result."""
 
-    __slots__ = ("action", "done", "exclusive", "failed", "fn", "leads", "retries", "value", "wake")
+    __slots__ = (
+        "action",
+        "done",
+        "exclusive",
+        "failed",
+        "fn",
+        "leads",
+        "retries",
+        "value",
+        "wake",
+        "withdrawal",
+    )
 
     def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
         self.fn = fn
+        self.withdrawal = WITHDRAWAL.get()  # set by a caller whose call may be withdrawn
         self.action = action
         self.exclusive = fn is None  # a unit-of-work block of the caller's own code
         self.leads = False  # its thread holds the write path (to lead batches, or its block)
@@ -114,6 +127,42 @@ class _Call(Generic[T]):
             error, self.value = self.value, None
             raise error
         return self.value  # type: ignore[no-any-return]
+
+
+class Withdrawal:
+    """A handle with which another thread withdraws the call its caller is about to make (the
+    `WITHDRAWAL` context variable of that caller's thread holds it): `aio` cancels a task this
+    way. A call withdrawn before a batch took it is never written and its caller raises
+    `CallWithdrawn`; one already in a batch, or leading one, may still commit."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self._target: tuple[WritePath, _Call[Any]] | None = None
+
+    def attach(self, path: WritePath, call: _Call[Any]) -> None:
+        """The caller's call, once queued (by `WritePath._enqueue`, with its mutex held)."""
+        with self._lock:
+            self._target = (path, call)
+
+    def cancel(self) -> bool:
+        """Withdraw the call if no batch took it yet (or refuse it if it is not queued yet);
+        whether it is now sure never to be written."""
+        with self._lock:
+            self.cancelled = True
+            target = self._target
+        if target is None:
+            return True  # `_enqueue` sees `cancelled` under the write path's mutex
+        return target[0]._withdraw(target[1])
+
+
+class CallWithdrawn(SessionJournalError):
+    """Raised in the caller of a call withdrawn before any batch took it (`Withdrawal`): it
+    was never written."""
+
+
+WITHDRAWAL: ContextVar[Withdrawal | None] = ContextVar("session_journal_withdrawal", default=None)
+"""The `Withdrawal` of the calls this context makes, if they may be withdrawn."""
 
 
 class WritePath:
@@ -262,6 +311,11 @@ class WritePath:
                 )
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
+            withdrawal = call.withdrawal
+            if withdrawal is not None:
+                if withdrawal.cancelled:
+                    raise CallWithdrawn(f"{call.action}: withdrawn before it was queued")
+                withdrawal.attach(self, call)
             self._queue.append(call)
             if not self._leading:
                 self._leading = call.leads = True
@@ -306,6 +360,20 @@ class WritePath:
                     call.leads = False
                     self._hand_over()
             raise
+
+    def _withdraw(self, call: _Call[Any]) -> bool:
+        """Take `call` out of the queue if no batch took it and its thread does not lead (it
+        is then never written; its caller raises `CallWithdrawn`); whether it was, or had
+        failed or been withdrawn already."""
+        with self._idle:
+            if call.done and call.failed:
+                return True
+            if call.leads or call not in self._queue:
+                return False  # in a batch (or about to run one): it may commit
+            self._queue.remove(call)
+            self._idle.notify_all()  # room in the queue
+            call.settle(CallWithdrawn(f"{call.action}: withdrawn, never written"), failed=True)
+        return True
 
     def _hand_over(self) -> None:
         """With the mutex held, by the thread that holds the write path and gives it up: to the

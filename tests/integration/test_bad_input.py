@@ -19,6 +19,9 @@ from session_journal import (
 )
 from tests.factories import ActivityFactory, CheckpointMetadataFactory, SessionFactory
 
+pytestmark = pytest.mark.both_apis
+
+
 BAD_IDS = ["../x", "", "x" * 200, "a\x00b", ".", "..", "a/b", "sp ace"]
 
 

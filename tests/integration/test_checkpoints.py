@@ -23,6 +23,8 @@ from session_journal import (
 from tests.factories import CheckpointMetadataFactory, CommandEndedFactory, SessionFactory
 from tests.helpers import bodies
 
+pytestmark = pytest.mark.both_apis
+
 
 def checkpointing(store: Store, record: SessionRecord, owner: str) -> SessionRecord:
     """Save `record` as running, then begin a checkpoint owned by `owner`."""

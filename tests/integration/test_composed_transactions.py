@@ -26,6 +26,9 @@ from session_journal import (
 from tests.backends import database_url
 from tests.factories import ActivityFactory, CheckpointMetadataFactory, SessionFactory
 
+pytestmark = pytest.mark.both_apis
+
+
 ORDERS = sa.Table(
     "host_orders",
     sa.MetaData(),

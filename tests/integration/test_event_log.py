@@ -28,6 +28,9 @@ from tests.factories import (
 )
 from tests.helpers import all_events, append_raw, bodies, store_raw_body
 
+pytestmark = pytest.mark.both_apis
+
+
 LAUNCH_FAILURE = "worker bootstrap failed: Connection closed by host"
 
 

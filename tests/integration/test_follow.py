@@ -33,6 +33,9 @@ from session_journal.wakeups import PostgresListener
 from tests.backends import pg_conninfo
 from tests.factories import SessionFactory, SessionFaultFactory
 
+pytestmark = pytest.mark.both_apis
+
+
 LONG_S = 60.0  # a wait that times out fails its scenario long before this matters
 
 

@@ -19,6 +19,8 @@ from session_journal.journal import (
 )
 from tests.factories import JournalEnvelopeFactory, assistant_msg, flow_start, user_msg
 
+pytestmark = pytest.mark.both_apis
+
 
 def write(store: Store, directory: Path, session_id: str, *envelopes: object) -> JournalWriter:
     with JournalWriter(

@@ -38,6 +38,8 @@ from session_journal.relay import (
 from tests.factories import RelayChainFactory, SessionFactory, relay_turn
 from tests.helpers import all_events
 
+pytestmark = pytest.mark.both_apis
+
 
 @pytest.fixture
 def session(store: Store) -> str:

@@ -34,6 +34,8 @@ from session_journal.relay import (
 from tests.factories import RelayChainFactory, SessionFactory, relay_turn
 from tests.helpers import all_events
 
+pytestmark = pytest.mark.both_apis
+
 
 @pytest.fixture
 def applied(store: Store) -> tuple[Store, list[RelayEvent]]:

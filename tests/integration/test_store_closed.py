@@ -9,6 +9,8 @@ import pytest
 from session_journal import SessionState, Store, StoreClosed
 from tests.factories import ActivityFactory, SessionFactory
 
+pytestmark = pytest.mark.both_apis
+
 
 def calls(store: Store) -> dict[str, Callable[[], object]]:
     record = SessionFactory(id="session-1")

@@ -9,6 +9,7 @@ rewritten, never just synced again), and events wait in a bounded buffer that is
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import logging
@@ -171,6 +172,16 @@ class JournalWriter:
             self._queue.put(_CLOSE)
         self._thread.join()
         _LIVE.discard(self)
+
+    async def aflush(self) -> FlushResult:
+        """`flush()` for asyncio code: the wait happens on a thread of its own, never on the
+        event loop's."""
+        return await asyncio.to_thread(self.flush)
+
+    async def aclose(self) -> None:
+        """`close()` for asyncio code: the drain and the last fsync happen on a thread of its
+        own, never on the event loop's."""
+        await asyncio.to_thread(self.close)
 
     def _refuse_inside_a_unit_of_work(self, action: str) -> None:
         # The index thread would wait for the write lock that this thread holds.

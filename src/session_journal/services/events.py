@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
+from typing import Literal
 
 from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage, stored_events
 from ..arguments import Given, Int64, Passed, validate_arguments
@@ -66,20 +67,65 @@ class Follower(Iterator[ApiEventPage]):
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._closed.is_set() and not signal.closed:
             generation = signal.generation  # before the read: a later commit moves it
-            # Read again from the database itself when nothing woke it for `reread_s`.
-            stale = self._read_at is not None and self._stale()
-            if self._read_at != generation or stale:
-                page = self._read(None if stale else generation)
-                if page.events or (page.next_after_seq != self.cursor and not events_only):
-                    self.cursor, self._read_at = page.next_after_seq, None
-                    return page
-                self._read_at, self._read_time = generation, time.monotonic()
-            now = time.monotonic()
-            left = self.reread_s if deadline is None else min(deadline - now, self.reread_s)
+            page = self.poll(generation, events_only=events_only)
+            if page is not None:
+                return page
+            left = self.wait_left(deadline)
             if left <= 0:
                 return None
             signal.wait_past(generation, left, stop=self._closed)
         return None
+
+    def poll(self, generation: int, *, events_only: bool = False) -> ApiEventPage | None:
+        """One step of `next_page` without waiting, for a reader that saw the signal at
+        `generation` just before: the next page if one is there, else `None` (then wait for the
+        signal to move past `generation`). It reads only when the signal moved since the last
+        read, or when that read is older than `reread_s` (then from the database itself)."""
+        stale = self._read_at is not None and self._stale()
+        if self._read_at != generation or stale:
+            page = self._read(None if stale else generation)
+            return self._took(page, generation, events_only)
+        return None
+
+    def poll_in_memory(
+        self, generation: int, *, events_only: bool = False
+    ) -> ApiEventPage | Literal[False] | None:
+        """`poll`, but only if it can be answered without a read of the database or a wait for
+        a lock (from an event loop): `False` when it cannot (then `refresh_window(generation)`
+        on a thread and ask again, or `poll` on a thread)."""
+        stale = self._read_at is not None and self._stale()
+        if self._read_at == generation and not stale:
+            return None
+        if stale:
+            return False
+        cursor = self._next_cursor()
+        event_filter = self._filter or ApiEventFilter()
+        served = self._events._tail.page_in_memory(event_filter, cursor, self._limit, generation)
+        if served is None or served is False:
+            return False
+        latest, rows = served
+        page = self._checked(cursor, page_after(cursor, latest, stored_events(rows)))
+        return self._took(page, generation, events_only)
+
+    def refresh_window(self, generation: int) -> None:
+        """Bring the store's shared window up to `generation` (a read of the database)."""
+        self._events._tail.refresh(generation)
+
+    def _took(self, page: ApiEventPage, generation: int, events_only: bool) -> ApiEventPage | None:
+        """`page` if it is one to return (events, or a moved cursor unless `events_only`);
+        else `None`, remembering that the log was read at `generation`."""
+        if page.events or (page.next_after_seq != self.cursor and not events_only):
+            self.cursor, self._read_at = page.next_after_seq, None
+            return page
+        self._read_at, self._read_time = generation, time.monotonic()
+        return None
+
+    def wait_left(self, deadline: float | None) -> float:
+        """How long to wait for the signal now: until `deadline` (a `time.monotonic()`; `None`:
+        none), and at most `reread_s`."""
+        if deadline is None:
+            return self.reread_s
+        return min(deadline - time.monotonic(), self.reread_s)
 
     def _read(self, generation: int | None) -> ApiEventPage:
         """The page after the cursor: from the store's shared window when it can answer (for a
@@ -94,6 +140,11 @@ class Follower(Iterator[ApiEventPage]):
         else:
             latest, rows = served
             page = page_after(cursor, latest, stored_events(rows))
+        return self._checked(cursor, page)
+
+    def _checked(self, cursor: int, page: ApiEventPage) -> ApiEventPage:
+        """`page`, read after `cursor`, remembered as the last read; `CursorAhead` if the
+        cursor is above its frontier."""
         if cursor > page.latest_seq:
             raise CursorAhead(
                 f"after_seq {cursor} is above the frontier {page.latest_seq}: the cursor comes "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_right
 from operator import itemgetter
+from typing import Literal
 
 from ..api_events import ApiEventFilter
 from ..unit_of_work import Transactions
@@ -64,26 +65,57 @@ class SharedTail:
         with self._lock:
             if generation > self._generation:
                 self._refresh(generation)
-            if not self._lo <= cursor <= self._hi:
-                # Behind the window; or ahead of it: the reader saw newer rows in the database
-                # than this window holds (a commit not signalled yet). The database answers.
-                return None
-            rows: list[Row] = []
-            for row in self._rows[bisect_right(self._rows, cursor, key=_seq) :]:
-                if len(rows) >= limit:
-                    break
-                if row[0] not in self._present:
-                    continue  # deleted since (with its session)
-                if event_filter.session_id not in (None, row[1]):
-                    continue
-                if event_filter.workspace_id is not None and (
-                    self._present[row[0]] != event_filter.workspace_id
-                ):
-                    continue
-                rows.append(row)
-            if len(rows) < limit and self._covered < self._hi:
-                return None  # the rest of the page is beyond the window
-            return self._hi, rows
+            return self._answer(event_filter, cursor, limit)
+
+    def page_in_memory(
+        self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
+    ) -> tuple[int, list[Row]] | Literal[False] | None:
+        """`page`, but only if it needs neither a read of the database nor a wait for the lock
+        (an event loop calls it): `False` when the window is behind `generation` (call
+        `refresh(generation)` on a thread first) or busy; otherwise what `page` returns."""
+        if self._max_events == 0:
+            return None
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if generation > self._generation:
+                return False
+            return self._answer(event_filter, cursor, limit)
+        finally:
+            self._lock.release()
+
+    def refresh(self, generation: int) -> None:
+        """Read the window again unless it is as recent as `generation` already."""
+        if self._max_events == 0:
+            return
+        with self._lock:
+            if generation > self._generation:
+                self._refresh(generation)
+
+    def _answer(
+        self, event_filter: ApiEventFilter, cursor: int, limit: int
+    ) -> tuple[int, list[Row]] | None:
+        """The page from the window as it is (the lock held)."""
+        if not self._lo <= cursor <= self._hi:
+            # Behind the window; or ahead of it: the reader saw newer rows in the database
+            # than this window holds (a commit not signalled yet). The database answers.
+            return None
+        rows: list[Row] = []
+        for row in self._rows[bisect_right(self._rows, cursor, key=_seq) :]:
+            if len(rows) >= limit:
+                break
+            if row[0] not in self._present:
+                continue  # deleted since (with its session)
+            if event_filter.session_id not in (None, row[1]):
+                continue
+            if event_filter.workspace_id is not None and (
+                self._present[row[0]] != event_filter.workspace_id
+            ):
+                continue
+            rows.append(row)
+        if len(rows) < limit and self._covered < self._hi:
+            return None  # the rest of the page is beyond the window
+        return self._hi, rows
 
     def _refresh(self, generation: int) -> None:
         with self._transactions.reading("read the followers' window") as uow:

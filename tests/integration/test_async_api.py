@@ -1,0 +1,305 @@
+"""The asyncio API beyond what the sync scenarios check through it (`both_apis` modules):
+cancellation, many concurrent tasks, followers with tasks appending, closing while tasks wait,
+one write path shared with a sync store, and waiting that holds no thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from session_journal import (
+    ApiEventFilter,
+    InvalidRecord,
+    OutcomeReason,
+    SessionFault,
+    StoreClosed,
+)
+from session_journal.aio import AsyncFollower, AsyncStore
+from session_journal.journal.writer import JournalWriter
+from session_journal.unit_of_work import UnitOfWork
+from tests.factories import JournalEnvelopeFactory, SessionFactory
+
+T = TypeVar("T")
+LONG_S = 60.0  # a wait that times out fails its scenario long before this matters
+
+
+def scenario(url: str, body: Callable[[AsyncStore], Awaitable[T]], **options: Any) -> T:
+    """Open an async store on `url`, run `body` with it on a new event loop, close it."""
+
+    async def main() -> T:
+        async with await AsyncStore.open(url, **options) as store:
+            return await body(store)
+
+    return asyncio.run(main())
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll `condition` on the loop (the other side is a thread) until it holds."""
+    async with asyncio.timeout(LONG_S):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+async def messages(store: AsyncStore, session_id: str | None = None) -> list[str]:
+    page = await store.events.load(ApiEventFilter(session_id=session_id), after_seq=0, limit=1000)
+    return [event.event.message for event in page.events if isinstance(event.event, SessionFault)]
+
+
+def hold_the_write_path(store: AsyncStore) -> tuple[threading.Event, threading.Thread]:
+    """A thread in a `unit_of_work()` block until the returned event is set: every other write
+    queues behind it."""
+    holding, release = threading.Event(), threading.Event()
+
+    def block() -> None:
+        with store.sync.unit_of_work():
+            holding.set()
+            release.wait(LONG_S)
+
+    thread = threading.Thread(target=block)
+    thread.start()
+    assert holding.wait(LONG_S)
+    return release, thread
+
+
+def test_a_cancelled_call_still_queued_is_withdrawn_and_never_written(migrated_url: str) -> None:
+    async def body(store: AsyncStore) -> list[str]:
+        await store.sessions.save(SessionFactory.build(id="s-1"))
+        release, thread = hold_the_write_path(store)
+        try:
+            task = asyncio.create_task(store.faults.record_startup_fault("s-1", "withdrawn"))
+            write_path = store.sync._database.write_path
+            await until(lambda: write_path.queued() == 1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert write_path.queued() == 0
+        finally:
+            release.set()
+            await asyncio.to_thread(thread.join)
+        assert await store.faults.record_startup_fault("s-1", "after")
+        return await messages(store)
+
+    assert scenario(migrated_url, body) == ["after"]
+
+
+def test_a_cancelled_call_already_in_a_batch_may_still_commit(migrated_url: str) -> None:
+    running, finish = threading.Event(), threading.Event()
+
+    def slow_append(uow: UnitOfWork) -> None:
+        fault = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="kept")
+        uow.events.append("s-1", 1, fault.model_dump_json())
+        running.set()
+        finish.wait(LONG_S)
+        uow.commit()
+
+    async def body(store: AsyncStore) -> list[str]:
+        await store.sessions.save(SessionFactory.build(id="s-1"))
+        task = asyncio.create_task(store.run_in_unit_of_work(slow_append))
+        await asyncio.to_thread(running.wait, LONG_S)
+        task.cancel()
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        async with asyncio.timeout(LONG_S):  # the batch goes on without its caller
+            while not await messages(store):
+                await asyncio.sleep(0.01)
+        return await messages(store)
+
+    assert scenario(migrated_url, body) == ["kept"]
+
+
+def test_cancelling_a_wait_or_a_follow_releases_what_it_held(migrated_url: str) -> None:
+    async def body(store: AsyncStore) -> tuple[int, int, int]:
+        await store.sessions.save(SessionFactory.build(id="s-1"))
+        signal = store.sync._database.commit_signal()
+        listeners = len(signal._listeners)
+        follower = await store.events.follow(after_seq=0)
+        waits = [
+            asyncio.create_task(store.events.wait(after_seq=0, timeout=LONG_S)),
+            asyncio.create_task(follower.__anext__()),
+        ]
+        await until(lambda: signal.waiting() == 2)
+        for task in waits:
+            task.cancel()
+        for task in waits:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        follower.close()
+        # One listener per event loop, whatever the number of waits: cancelled waits leave it.
+        return signal.waiting(), len(signal._listeners) - listeners, len(asyncio.all_tasks())
+
+    waiting, more_listeners, tasks = scenario(migrated_url, body)
+    assert (waiting, more_listeners, tasks) == (0, 1, 1)
+
+
+def test_many_tasks_append_at_once_in_group_commits(migrated_url: str) -> None:
+    async def body(store: AsyncStore) -> tuple[list[int], dict[str, list[str]], int, int]:
+        for n in range(10):
+            await store.sessions.save(SessionFactory.build(id=f"s-{n}"))
+        write_path = store.sync._database.write_path
+        batches = write_path.batches
+        start = await store.events.latest_seq()
+
+        async def append(n: int) -> bool:
+            return await store.faults.record_startup_fault(f"s-{n % 10}", f"m-{n}")
+
+        assert all(await asyncio.gather(*(append(n) for n in range(300))))
+        page = await store.events.load(after_seq=start, limit=1000)
+        per_session = {f"s-{n}": await messages(store, f"s-{n}") for n in range(10)}
+        return [e.seq - start for e in page.events], per_session, write_path.batches - batches, 300
+
+    seqs, per_session, batches, calls = scenario(migrated_url, body)
+    assert seqs == list(range(1, 301))  # gap-free
+    for n in range(10):
+        assert sorted(per_session[f"s-{n}"]) == sorted(f"m-{k}" for k in range(n, 300, 10))
+    assert batches < calls  # concurrent calls shared commits
+
+
+def test_followers_each_receive_exactly_their_events_while_tasks_append(
+    migrated_url: str,
+) -> None:
+    async def body(store: AsyncStore) -> dict[str, list[str]]:
+        sessions = [f"s-{n}" for n in range(20)]
+        for session_id in sessions:
+            await store.sessions.save(SessionFactory.build(id=session_id))
+        start = await store.events.latest_seq()
+        received: dict[str, list[str]] = {session_id: [] for session_id in sessions}
+
+        async def follow(session_id: str) -> None:
+            follower = await store.events.follow(ApiEventFilter(session_id=session_id), start)
+            async with follower:
+                async for page in follower:
+                    for event in page.events:
+                        assert event.session_id == session_id
+                        assert isinstance(event.event, SessionFault)
+                        received[session_id].append(event.event.message)
+                    if len(received[session_id]) == 5:
+                        return
+
+        async def append(writer: int) -> None:
+            for n in range(25):
+                session_id = sessions[(writer * 25 + n) % 20]
+                await store.faults.record_startup_fault(session_id, f"{writer}-{n}")
+
+        async with asyncio.timeout(LONG_S):
+            await asyncio.gather(
+                *(follow(session_id) for session_id in sessions),
+                *(append(writer) for writer in range(4)),
+            )
+        for session_id in sessions:  # in the log's order
+            assert received[session_id] == await messages(store, session_id)
+        return received
+
+    received = scenario(migrated_url, body)
+    expected: dict[str, set[str]] = {f"s-{n}": set() for n in range(20)}
+    for writer in range(4):
+        for n in range(25):
+            expected[f"s-{(writer * 25 + n) % 20}"].add(f"{writer}-{n}")
+    assert {session_id: set(got) for session_id, got in received.items()} == expected
+
+
+def test_closing_the_store_ends_the_tasks_that_wait(migrated_url: str) -> None:
+    async def main() -> tuple[type[BaseException], list[Any]]:
+        store = await AsyncStore.open(migrated_url)
+        signal = store.sync._database.commit_signal()
+        waiting = asyncio.create_task(store.events.wait(after_seq=0, timeout=LONG_S))
+        follower = await store.events.follow(after_seq=0)
+        following = asyncio.create_task(_collect(follower))
+        await until(lambda: signal.waiting() == 2)
+        await store.close()
+        async with asyncio.timeout(LONG_S):
+            outcome = await asyncio.gather(waiting, return_exceptions=True)
+            pages = await following
+        with pytest.raises(StoreClosed):
+            await store.events.latest_seq()
+        error = outcome[0]
+        assert isinstance(error, BaseException)
+        return type(error), pages
+
+    assert asyncio.run(main()) == (StoreClosed, [])
+
+
+async def _collect(follower: AsyncFollower) -> list[Any]:
+    return [page async for page in follower]
+
+
+def test_a_sync_and_an_async_store_share_one_write_path(migrated_url: str) -> None:
+    from session_journal import Store
+
+    with Store.open(migrated_url) as sync_store:
+        sync_store.sessions.save(SessionFactory.build(id="s-1"))
+
+        async def main() -> list[str]:
+            store = AsyncStore.from_store(sync_store)
+            assert store.sync is sync_store
+            release, thread = hold_the_write_path(store)
+            try:
+                task = asyncio.create_task(store.faults.record_startup_fault("s-1", "async"))
+                write_path = sync_store._database.write_path
+                await until(lambda: write_path.queued() == 1)  # queued behind the sync block
+            finally:
+                release.set()
+                await asyncio.to_thread(thread.join)
+            assert await task
+            await store.close()  # the view only: the sync store stays open
+            return await asyncio.to_thread(
+                lambda: [e.event.message for e in sync_store.events.load(after_seq=0).events]
+            )  # type: ignore[union-attr]
+
+        assert asyncio.run(main()) == ["async"]
+        assert sync_store.faults.record_startup_fault("s-1", "sync still open")
+
+
+def test_waiting_followers_hold_no_thread(migrated_url: str) -> None:
+    async def body(store: AsyncStore) -> tuple[int, int]:
+        await store.sessions.save(SessionFactory.build(id="s-1"))
+        signal = store.sync._database.commit_signal()
+        await store.events.wait(timeout=0)  # the wake-up source's thread starts
+        before = threading.active_count()
+        followers = [await store.events.follow(after_seq=None) for _ in range(200)]
+        tasks = [asyncio.create_task(follower.__anext__()) for follower in followers]
+        await until(lambda: signal.waiting() == 200)
+        during = threading.active_count()
+        await store.faults.record_startup_fault("s-1", "to all")
+        pages = await asyncio.gather(*tasks)
+        assert {page.events[0].event.message for page in pages} == {"to all"}  # type: ignore[union-attr]
+        for follower in followers:
+            follower.close()
+        return before, during
+
+    before, during = scenario(migrated_url, body, threads=4)
+    assert during - before <= 4  # at most the four workers started meanwhile
+
+
+def test_bad_arguments_are_refused_as_by_the_sync_api(migrated_url: str) -> None:
+    async def body(store: AsyncStore) -> None:
+        with pytest.raises(InvalidRecord, match="after_seq must be an integer, got str"):
+            await store.events.wait(after_seq="x", timeout=1)  # type: ignore[arg-type]
+        with pytest.raises(InvalidRecord, match="timeout must be between 0 and 3600"):
+            await store.events.wait(after_seq=0, timeout=-1)
+        with pytest.raises(InvalidRecord, match="filter must be an ApiEventFilter"):
+            await store.events.follow({"session_id": "s"})  # type: ignore[arg-type]
+        with pytest.raises(InvalidRecord, match="session record must be a SessionRecord"):
+            await store.sessions.save({"id": "s"})  # type: ignore[arg-type]
+        assert await store.events.latest_seq() == 0
+
+    scenario(migrated_url, body)
+    with pytest.raises(InvalidRecord, match="threads must be from 1 to 1024, got 0"):
+        scenario(migrated_url, lambda store: asyncio.sleep(0), threads=0)
+
+
+def test_the_journal_writer_flushes_and_closes_from_async_code(tmp_path: Path) -> None:
+    async def main() -> tuple[bool, int]:
+        writer = JournalWriter(tmp_path / "s-1")
+        for n in range(3):
+            writer.send(JournalEnvelopeFactory(seq=n + 1))
+        flushed = await writer.aflush()
+        await writer.aclose()
+        return flushed.persisted, len((tmp_path / "s-1" / "events.jsonl").read_text().splitlines())
+
+    assert asyncio.run(main()) == (True, 3)
