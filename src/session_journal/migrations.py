@@ -207,7 +207,8 @@ def ensure_schema(connection: sa.Connection, *, lock_key: int) -> str | None:
     connection.rollback()
     if schema is None:
         return None
-    quoted = connection.dialect.identifier_preparer.quote_identifier(schema)
+    preparer = connection.dialect.identifier_preparer
+    quoted = preparer.quote(schema)
     try:
         connection.execute(
             sa.text("SELECT pg_advisory_xact_lock(:key, hashtext(:schema))"),
@@ -217,11 +218,13 @@ def ensure_schema(connection: sa.Connection, *, lock_key: int) -> str | None:
         connection.commit()
     except sa.exc.DBAPIError as error:
         connection.rollback()
+        role = preparer.quote(str(connection.execute(sa.text("SELECT current_user")).scalar()))
+        connection.rollback()
         raise PermanentStorageError(
             f"PostgreSQL schema {schema!r} (first in the search_path) does not exist and cannot "
-            f"be created: {error_detail(error)}; create it "
-            f"(CREATE SCHEMA {quoted} AUTHORIZATION <role>) or grant the role CREATE on the "
-            "database; nothing was migrated"
+            f"be created: {error_detail(error)}; create it (CREATE SCHEMA {quoted} "
+            f"AUTHORIZATION {role}) or grant the role CREATE on the database; nothing was "
+            "migrated"
         ) from error
     return schema
 
