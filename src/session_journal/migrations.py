@@ -46,6 +46,7 @@ LEGACY_VERSION_TABLE = "alembic_version"
 """Alembic's default version table, where databases migrated before `VERSION_TABLE` existed
 record this package's revision; they keep it there (`version_table`)."""
 VERSION_TABLES = (VERSION_TABLE, LEGACY_VERSION_TABLE)
+"""The tables this package's revision may be recorded in (`-x version_table=` offline)."""
 
 
 def script_location() -> Path:
