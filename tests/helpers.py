@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
 import sqlalchemy as sa
 
-from session_journal import ApiEvent, ApiEventData, ApiEventFilter, Store
+from session_journal import ApiEvent, ApiEventData, ApiEventFilter, Store, migrations
 
 
 def all_events(store: Store, event_filter: ApiEventFilter | None = None) -> list[ApiEvent]:
@@ -61,3 +65,14 @@ def table_counts(url: str, tables: list[str]) -> dict[str, int]:
             }
     finally:
         engine.dispose()
+
+
+@contextmanager
+def as_older_code() -> Iterator[None]:
+    """Within the block, this code behaves as code released before `session_journal_version`
+    existed: its revision is read and written in `alembic_version` (`env.py` and
+    `migrations.status` both take the table from `migrations.version_table`)."""
+    with mock.patch.object(
+        migrations, "version_table", lambda _connection: migrations.LEGACY_VERSION_TABLE
+    ):
+        yield

@@ -182,6 +182,7 @@ def _db(url: str, command: str, revision: str) -> int:
         print(found.revision or "none (empty database)")
         return 0
     print(f"revision: {found.revision or 'none'}")
+    print(f"version_table: {found.version_table}")
     print(f"schema_level: {found.schema_level}")
     print(f"minimum_compatible_level: {found.minimum_compatible_level}")
     print(f"code_schema_level: {migrations.SCHEMA_LEVEL}")

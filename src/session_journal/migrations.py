@@ -2,6 +2,10 @@
 
 The scripts live in the repository's `alembic/` (editable installs) and, in a wheel, in the copy
 the build places at `session_journal/_alembic`.
+
+The revision is recorded in this package's own version table, `session_journal_version`, so that
+a host application's Alembic (and its `alembic_version`) can share the database; a database that
+already records this package's revision in `alembic_version` keeps it there (`version_table`).
 """
 
 from __future__ import annotations
@@ -20,19 +24,29 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
-from .db import create_engine, translate_errors
+from .db import create_engine, error_detail, translate_errors
 from .errors import (
     IncompatibleSchema,
     InvalidRecord,
     MigrationFailed,
+    PermanentStorageError,
     SchemaOutOfDate,
     SessionJournalError,
 )
+from .models import Base
 
 SCHEMA_LEVEL = 6
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"
+
+VERSION_TABLE = "session_journal_version"
+"""The table in which this package records its revision (never a host's `alembic_version`)."""
+LEGACY_VERSION_TABLE = "alembic_version"
+"""Alembic's default version table, where databases migrated before `VERSION_TABLE` existed
+record this package's revision; they keep it there (`version_table`)."""
+VERSION_TABLES = (VERSION_TABLE, LEGACY_VERSION_TABLE)
+"""The tables this package's revision may be recorded in (`-x version_table=` offline)."""
 
 
 def script_location() -> Path:
@@ -64,6 +78,12 @@ def head() -> str:
     return revision
 
 
+@lru_cache(maxsize=1)
+def revisions() -> frozenset[str]:
+    """The ids of every revision of this code."""
+    return frozenset(script.revision for script in _scripts().walk_revisions())
+
+
 def is_known(revision: str) -> bool:
     """Whether this code's scripts contain `revision` (an id, a unique prefix of one, `head`)."""
     if not revision.strip("@"):
@@ -91,21 +111,145 @@ def check_upgrade_target(revision: str) -> str:
     )
 
 
+def _recorded(connection: sa.Connection, table: str) -> list[str] | None:
+    """The revisions recorded in the version table `table`, or `None` when there is no such
+    table (in the connection's schema, as Alembic looks for it)."""
+    if not sa.inspect(connection).has_table(table):
+        return None
+    rows = connection.execute(sa.text(f"SELECT version_num FROM {table}")).scalars()
+    return [str(row) for row in rows]
+
+
+def version_table(connection: sa.Connection) -> str:
+    """The table that holds this package's revision in the connection's database (and schema):
+    `alembic_version` when it already holds this package's revision (a database migrated before
+    `session_journal_version` existed, so older code and rolling upgrades keep working), else
+    `session_journal_version`. Every reader and writer of the revision asks here: `env.py`,
+    `status` (so `Store.open`, `db check`, `db current`).
+
+    A revision in `alembic_version` is this package's when this code knows it, or, for one it
+    does not know (newer code), when this package's `schema_compatibility` table is there and
+    `session_journal_version` holds nothing. Any other `alembic_version` is a host
+    application's, and is never read or written. A revision recorded in both tables is an
+    unfinished move (see the README): `IncompatibleSchema`, as neither can be trusted."""
+    legacy = _recorded(connection, LEGACY_VERSION_TABLE)
+    if not legacy:
+        return VERSION_TABLE
+    own = _recorded(connection, VERSION_TABLE)
+    if not any(revision in revisions() for revision in legacy) and (
+        own or not sa.inspect(connection).has_table("schema_compatibility")
+    ):
+        return VERSION_TABLE  # the host application's alembic_version
+    if own:
+        raise IncompatibleSchema(
+            f"this package's revision is recorded in both {LEGACY_VERSION_TABLE} "
+            f"({', '.join(legacy)}) and {VERSION_TABLE} ({', '.join(own)}): finish moving it "
+            f"(delete this package's row from {LEGACY_VERSION_TABLE}, or drop {VERSION_TABLE}; "
+            'README, "Embedding in an application with its own migrations")'
+        )
+    return LEGACY_VERSION_TABLE
+
+
+FULL_TEXT_TABLES = "project_events_fts"
+"""The prefix of SQLite's FTS5 table and its shadow tables, which only the migration knows."""
+
+
+def is_own_table(name: str) -> bool:
+    """Whether `name` is a table of this package: one of its models, its full-text tables, or
+    its version table. A host application's Alembic `include_name` hook passes over these, so
+    that its autogenerate (`alembic revision --autogenerate`, `alembic check`) neither drops
+    nor compares them (README, "Embedding in an application with its own migrations")."""
+    return (
+        name in Base.metadata.tables or name.startswith(FULL_TEXT_TABLES) or name == VERSION_TABLE
+    )
+
+
+_PATH_ENTRY = re.compile(r'\s*(?:"(?P<quoted>(?:[^"]|"")*)"|(?P<bare>[^,\s]+))\s*(?:,|$)')
+
+
+def search_path_schemas(search_path: str) -> list[str]:
+    """The schema names of a PostgreSQL `search_path` setting, in order, as the server reads
+    them: quoted names as written, unquoted ones in lower case (`"$user"` stays as it is)."""
+    names, position = [], 0
+    while position < len(search_path.rstrip()):
+        entry = _PATH_ENTRY.match(search_path, position)
+        if entry is None:
+            raise InvalidRecord(f"cannot read the PostgreSQL search_path {search_path!r}")
+        quoted = entry["quoted"]
+        names.append(quoted.replace('""', '"') if quoted is not None else entry["bare"].lower())
+        position = entry.end()
+    return names
+
+
+def missing_schema(connection: sa.Connection) -> str | None:
+    """On PostgreSQL, the schema this package's tables would be created in when it does not
+    exist: the first schema of the `search_path` (`"$user"` as the role's name) when none of
+    the path's schemas exists (PostgreSQL then has no schema to create tables in). `None` on
+    SQLite and whenever a schema of the path exists (the tables go there, as before)."""
+    if connection.dialect.name != "postgresql":
+        return None
+    row = connection.execute(
+        sa.text("SELECT current_schema(), current_setting('search_path'), current_user")
+    ).one()
+    if row[0] is not None:
+        return None
+    path = search_path_schemas(row[1])
+    if not path:
+        return None
+    return str(row[2]) if path[0] == "$user" else path[0]
+
+
+def ensure_schema(connection: sa.Connection, *, lock_key: int) -> str | None:
+    """Create the schema `missing_schema` names, if any (`CREATE SCHEMA IF NOT EXISTS`, under a
+    transaction-level advisory lock on `lock_key` and the schema's name, so that concurrent
+    upgrades create it once), and commit; the schema created, or `None`. A role that may not
+    create it gets a `PermanentStorageError` that says what to do."""
+    schema = missing_schema(connection)
+    connection.rollback()
+    if schema is None:
+        return None
+    preparer = connection.dialect.identifier_preparer
+    quoted = preparer.quote(schema)
+    try:
+        connection.execute(
+            sa.text("SELECT pg_advisory_xact_lock(:key, hashtext(:schema))"),
+            {"key": lock_key, "schema": schema},
+        )
+        connection.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
+        connection.commit()
+    except sa.exc.DBAPIError as error:
+        connection.rollback()
+        role = preparer.quote(str(connection.execute(sa.text("SELECT current_user")).scalar()))
+        connection.rollback()
+        raise PermanentStorageError(
+            f"PostgreSQL schema {schema!r} (first in the search_path) does not exist and cannot "
+            f"be created: {error_detail(error)}; create it (CREATE SCHEMA {quoted} "
+            f"AUTHORIZATION {role}) or grant the role CREATE on the database; nothing was "
+            "migrated"
+        ) from error
+    return schema
+
+
 @dataclass(frozen=True)
 class SchemaStatus:
-    """What `db check` reports: the revision, the levels, and whether this code may use it."""
+    """What `db check` reports: the revision, the levels, whether this code may use it, and
+    the table the revision is recorded in (`version_table`)."""
 
     revision: str | None
     schema_level: int | None
     minimum_compatible_level: int | None
     usable: bool
     verdict: str
+    version_table: str = VERSION_TABLE
 
 
 def status(engine: Engine) -> SchemaStatus:
     """Read the database's revision and compatibility levels and judge them."""
     with translate_errors("read the schema revision"), engine.connect() as connection:
-        revision = MigrationContext.configure(connection).get_current_revision()
+        missing = missing_schema(connection)
+        table = version_table(connection)
+        context = MigrationContext.configure(connection, opts={"version_table": table})
+        revision = context.get_current_revision()
         levels = None
         if sa.inspect(connection).has_table("schema_compatibility"):
             levels = connection.execute(
@@ -113,7 +257,13 @@ def status(engine: Engine) -> SchemaStatus:
             ).first()
     level, minimum = (levels[0], levels[1]) if levels else (None, None)
     expected = head()
-    if revision is None:
+    if revision is None and missing is not None:
+        usable, verdict = (
+            False,
+            f"no schema: PostgreSQL schema {missing!r} does not exist yet (expected {expected}): "
+            f"{UPGRADE_HINT}, which creates it",
+        )
+    elif revision is None:
         usable, verdict = False, f"no schema (expected {expected}): {UPGRADE_HINT}"
     elif revision == expected:
         usable, verdict = True, "up to date"
@@ -135,7 +285,7 @@ def status(engine: Engine) -> SchemaStatus:
                 f"level {SCHEMA_LEVEL}"
             ),
         )
-    return SchemaStatus(revision, level, minimum, usable, verdict)
+    return SchemaStatus(revision, level, minimum, usable, verdict, table)
 
 
 def verify(engine: Engine) -> SchemaStatus:

@@ -44,6 +44,7 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     assert code == 0
     assert out.splitlines() == [
         "revision: 0006_project_index",
+        "version_table: session_journal_version",
         "schema_level: 6",
         "minimum_compatible_level: 2",
         "code_schema_level: 6",

@@ -18,6 +18,8 @@ from the code (each failure names the block's line in README.md):
 - `json`: a document (or JSON lines) that validates as one of the models in `JSON_MODELS` and
   dumps back to exactly what the README shows.
 - `text`: shown, not run, and allowed only where `TEXT_BLOCKS` has a check for it.
+- `sql`: a script for an operator, allowed only where `SQL_BLOCKS` has a check for it; the check
+  runs it as it is (psql, `sqlite3`) on each backend, on the database it is meant for.
 """
 
 from __future__ import annotations
@@ -38,15 +40,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import psycopg
 import pytest
+import sqlalchemy as sa
 from pydantic import TypeAdapter, ValidationError
 
-from session_journal import ApiEvent, ApiEventData, SessionRecord, Store
+from session_journal import ApiEvent, ApiEventData, SessionRecord, Store, migrations
 from session_journal.relay import RelayEvent
+from tests.backends import database_url, pg_conninfo
+from tests.helpers import as_older_code, table_counts
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-KINDS = ("python", "sh", "json", "text")
+KINDS = ("python", "sh", "json", "text", "sql")
 
 
 @dataclass(frozen=True)
@@ -271,6 +277,83 @@ def test_the_text_blocks_are_checked_where_they_are() -> None:
             "it in TEXT_BLOCKS (tests/integration/test_readme_examples.py), or tag it as code"
         )
         check(block)
+
+
+# -- sql ---------------------------------------------------------------------------------------
+
+
+def run_sql_script(url: str, script: str) -> None:
+    """Run `script` as an operator would in `sqlite3` or psql: as it is, its own transaction
+    control included, on a connection of the database (PostgreSQL: with the URL's options, so
+    the store's `search_path`)."""
+    parsed = sa.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        assert parsed.database is not None
+        connection = sqlite3.connect(parsed.database, isolation_level=None)
+        try:
+            connection.executescript(script)
+        finally:
+            connection.close()
+        return
+    with psycopg.connect(pg_conninfo(url), autocommit=True) as driver:
+        driver.execute(script)  # without parameters: one simple query, statements in order
+
+
+def check_revision_move(block: Block, url: str) -> None:
+    """The move of this package's revision from `alembic_version` to `session_journal_version`,
+    on a database that older code migrated (its revision in `alembic_version`), holding a
+    session: afterwards this code reads the same revision from `session_journal_version`,
+    `alembic_version` holds nothing, and the store opens with its rows."""
+    with as_older_code(), Store.open(url, upgrade=True) as store:
+        store.sessions.save(SessionRecord(id="moved-1", project_id="project-1"))
+    engine = sa.create_engine(url)
+    try:
+        before = migrations.status(engine)
+        assert (before.revision, before.version_table) == (migrations.head(), "alembic_version")
+        run_sql_script(url, block.text)
+        after = migrations.status(engine)
+    finally:
+        engine.dispose()
+    assert (after.revision, after.version_table, after.usable) == (
+        migrations.head(),
+        "session_journal_version",
+        True,
+    ), block.where
+    assert table_counts(url, ["alembic_version", "session_journal_version"]) == {
+        "alembic_version": 0,
+        "session_journal_version": 1,
+    }
+    with Store.open(url) as store:
+        assert store.sessions.get("moved-1") is not None
+
+
+SQL_BLOCKS: dict[str, Callable[[Block, str], None]] = {
+    # First line of the block -> how it is checked, given an empty database of the backend.
+    "-- Move session-journal's revision from alembic_version to session_journal_version.": (
+        check_revision_move
+    ),
+}
+
+
+def sql_check(block: Block) -> Callable[[Block, str], None]:
+    first = block.text.splitlines()[0] if block.text else ""
+    check = SQL_BLOCKS.get(first.strip())
+    assert check is not None, (
+        f"{block.where}: an sql block is a script for an operator; register a check that runs "
+        "it in SQL_BLOCKS (tests/integration/test_readme_examples.py)"
+    )
+    return check
+
+
+def test_the_sql_blocks_run(backend: str, tmp_path: Path) -> None:
+    checked = 0
+    for number, block in enumerate(of_kind("sql")):
+        directory = tmp_path / str(number)
+        directory.mkdir()
+        with database_url(backend, directory) as url:
+            sql_check(block)(block, url)
+        checked += 1
+    assert checked >= 1
 
 
 # -- sh ----------------------------------------------------------------------------------------

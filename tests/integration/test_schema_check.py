@@ -37,7 +37,7 @@ def pretend_newer_code_migrated(url: str, minimum: int) -> None:
     migrations.upgrade(url)
     execute(
         url,
-        "UPDATE alembic_version SET version_num = '0099_future'",
+        "UPDATE session_journal_version SET version_num = '0099_future'",
         f"UPDATE schema_compatibility SET schema_level = 99, minimum_compatible_level = {minimum}",
     )
 

@@ -181,7 +181,7 @@ def test_base_head_base_head_with_data_in_every_table(url: str) -> None:
     for script in scripts.walk_revisions():
         migrations.downgrade(url, script.down_revision or "base")  # type: ignore[arg-type]
         assert migrations.status(sa.create_engine(url)).revision == script.down_revision
-    assert table_counts(url, ["alembic_version"]) == {"alembic_version": 0}
+    assert table_counts(url, ["session_journal_version"]) == {"session_journal_version": 0}
     migrations.upgrade(url)
     with Store.open(url) as store:
         assert store.schema.revision == migrations.head()
@@ -271,8 +271,14 @@ def test_concurrent_upgrades_serialise(url: str) -> None:
     context = multiprocessing.get_context("spawn")
     with context.Pool(3) as pool:
         pool.map(migrations.upgrade, [url] * 3)
-    counts = table_counts(url, ["alembic_version", "event_sequences", "schema_compatibility"])
-    assert counts == {"alembic_version": 1, "event_sequences": 1, "schema_compatibility": 1}
+    counts = table_counts(
+        url, ["session_journal_version", "event_sequences", "schema_compatibility"]
+    )
+    assert counts == {
+        "session_journal_version": 1,
+        "event_sequences": 1,
+        "schema_compatibility": 1,
+    }
     with Store.open(url) as store:
         assert store.schema.revision == migrations.head()
 

@@ -179,7 +179,7 @@ def snapshot(url: str) -> dict[str, Any]:
 
 
 def revision_of(found: dict[str, Any]) -> str | None:
-    rows = found.get("alembic_version", {}).get("rows", [])
+    rows = found.get("session_journal_version", {}).get("rows", [])
     return rows[0][0] if rows else None
 
 
@@ -194,7 +194,7 @@ def polling(url: str) -> Iterator[sa.Connection]:
 
 
 def current_revision(connection: sa.Connection) -> str:
-    query = sa.text("SELECT version_num FROM alembic_version")
+    query = sa.text("SELECT version_num FROM session_journal_version")
     try:
         return str(connection.execute(query).scalar_one())
     except sa.exc.OperationalError:  # SQLite: busy for a moment while a revision commits
