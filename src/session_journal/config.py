@@ -143,7 +143,7 @@ def _statement_timeout(value: object, name: str) -> float | None:
 
 @dataclass(frozen=True)
 class StoreOptions:
-    """Tuning of the write path; defaults favour durability.
+    """Tuning of the write path and the store's connections; defaults favour durability.
 
     `sqlite_synchronous` is SQLite's `PRAGMA synchronous` (`FULL`: a commit survives power loss;
     `NORMAL`: it survives a crash of the process but may be lost with the machine).
@@ -154,13 +154,15 @@ class StoreOptions:
     `reader_pool_size` is how many reader connections the store keeps open (both backends; up
     to `READER_POOL_OVERFLOW` more open under load and close when returned).
 
-    PostgreSQL only, and only on the store's reader and writer connections: never on the
-    migrations' connections, nor on the connection that `LISTEN`s for followers.
-    `connect_timeout_s` is how long a connection attempt may take (libpq's `connect_timeout`,
-    whole seconds, at least 2); `None` or 0: no timeout of the package's own.
-    `statement_timeout_s` is PostgreSQL's `statement_timeout`, set on every connection: a
-    statement still running after it is cancelled and its call raises `TransientStorageError`
-    ("the statement timeout ... expired"); `None` or 0: no timeout (the server's default).
+    PostgreSQL only, and only on the store's reader and writer connections, never on the
+    migrations' connections: `connect_timeout_s` is how long a connection attempt may take
+    (libpq's `connect_timeout`, whole seconds, at least 2; it also bounds each connection
+    attempt of the followers' `LISTEN` connection); `None` or 0: no timeout of the package's
+    own. `statement_timeout_s` is PostgreSQL's `statement_timeout`, set on every reader and
+    writer connection (never on the `LISTEN` connection, which waits as long as the store
+    lives): a statement still running after it is cancelled and its call raises
+    `TransientStorageError` ("the statement timeout expired"); `None` or 0: no timeout (the
+    server's default).
     """
 
     sqlite_synchronous: str = "FULL"

@@ -40,19 +40,19 @@ def libpq_connect_timeout(connection: sa.Connection) -> str | None:
     return parameters.get("connect_timeout")
 
 
+def select_one(connection: sa.Connection) -> int:
+    return int(connection.exec_driver_sql("SELECT 1").scalar_one())
+
+
 def test_the_reader_pool_keeps_reader_pool_size_connections(migrated_url: str) -> None:
     with Store.open(migrated_url, options=StoreOptions(reader_pool_size=2)) as store:
         reader = store._database.reader
         assert reader.pool.size() == 2  # type: ignore[attr-defined]
         with ExitStack() as held:  # four readers at once: two pooled, two overflow
             connections = [held.enter_context(reader.connect()) for _ in range(4)]
-            assert [show_one(connection) for connection in connections] == [1, 1, 1, 1]
+            assert [select_one(connection) for connection in connections] == [1, 1, 1, 1]
         assert reader.pool.checkedin() == 2  # type: ignore[attr-defined]
         assert store.events.latest_seq() == 0  # the store reads through it
-
-
-def show_one(connection: sa.Connection) -> int:
-    return int(connection.exec_driver_sql("SELECT 1").scalar_one())
 
 
 def test_the_default_reader_pool_is_sqlalchemys_five(migrated_url: str) -> None:
@@ -149,15 +149,17 @@ def test_migrations_never_get_the_stores_connection_options(
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_the_listen_connection_has_no_statement_timeout(migrated_url: str) -> None:
-    with Store.open(migrated_url, options=StoreOptions(statement_timeout_s=0.2)) as store:
+    options = StoreOptions(statement_timeout_s=0.2, connect_timeout_s=5)
+    with Store.open(migrated_url, options=options) as store:
         store.sessions.save(SessionFactory(id="a"))
-        handed: list[tuple[str, str]] = []
+        handed: list[tuple[str, str, str | None]] = []
         dedicated: Callable[[], Any] = store._database._dedicated_connection
 
         def recorded() -> Any:
             connection = dedicated()
             row = connection.execute("SHOW statement_timeout").fetchone()
-            handed.append((row[0], str(connection.info.transaction_status.name)))
+            status = connection.info.transaction_status.name
+            handed.append((row[0], status, connection.info.get_parameters().get("connect_timeout")))
             return connection
 
         store._database._dedicated_connection = recorded  # type: ignore[method-assign]
@@ -165,7 +167,9 @@ def test_the_listen_connection_has_no_statement_timeout(migrated_url: str) -> No
         listener = store._database.wakeups
         assert isinstance(listener, PostgresListener)
         assert listener.listening.wait(LONG_S)
-        assert handed == [("0", "IDLE")]  # autocommit, no statement timeout
+        # Autocommit and no statement timeout; each connection attempt (its reconnections
+        # too) is bounded by the connect timeout.
+        assert handed == [("0", "IDLE", "5")]
         time.sleep(0.5)  # idle past the readers' statement timeout: still listening
         with Store.open(migrated_url) as other:
             other.faults.record_startup_fault("a", "woken")
