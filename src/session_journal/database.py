@@ -64,12 +64,12 @@ class Database:
         return self.signal
 
     def _dedicated_connection(self) -> Any:
-        """A driver connection of its own, outside the pool, in autocommit (for a wake-up
-        source's thread)."""
+        """A driver connection of its own, outside the pool, in autocommit and without a
+        statement timeout (for a wake-up source's thread, see `driver.prepare_for_wakeups`)."""
         pooled = self.reader.raw_connection()
         connection = pooled.driver_connection
         pooled.detach()  # the pool forgets it: its thread closes it
-        driver.set_autocommit(connection)
+        driver.prepare_for_wakeups(connection)
         return connection
 
     def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write", uow: object = None) -> T:

@@ -25,7 +25,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Engine
 
 from . import driver
-from .config import StoreOptions
+from .config import READER_POOL_OVERFLOW, StoreOptions
 from .errors import (
     DatabaseNotFound,
     IntegrityViolation,
@@ -58,13 +58,23 @@ def require_database(url: str) -> None:
         )
 
 
+ROLES = ("writer", "reader", "migrator", "inspector")
+"""The engines' roles: the store's `writer` and `reader`; `migrator`, Alembic's (a writer with
+SQLite's foreign keys off); `inspector`, the migrations' reads of the schema revision (a reader
+without the store's pool size and PostgreSQL timeouts, which are never applied to migrations)."""
+
+
 def create_engine(
     url: str,
     options: StoreOptions,
     *,
     role: str,
 ) -> Engine:
-    """An engine for `role` "writer", "reader" or "migrator" (writer with foreign keys off)."""
+    """An engine for `role` (one of `ROLES`). Only the store's own engines, "writer" and
+    "reader", take `reader_pool_size` (the reader) and the PostgreSQL `connect_timeout_s` and
+    `statement_timeout_s`."""
+    if role not in ROLES:
+        raise ValueError(f"unknown engine role {role!r}")
     try:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
@@ -72,12 +82,18 @@ def create_engine(
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, options, role)
     if parsed.get_backend_name() == "postgresql":
-        isolation = "REPEATABLE READ" if role == "reader" else "READ COMMITTED"
+        isolation = "READ COMMITTED" if role in ("writer", "migrator") else "REPEATABLE READ"
         # No ping per checkout: it would add a round trip to every call. A call on a connection
         # the server dropped (say, after a restart) fails once with StorageError, nothing of it
         # committed, and the pool is renewed. Writes are serialised per process, so a writer
         # needs few connections.
-        pool = {"pool_size": 2, "max_overflow": 2} if role == "writer" else {}
+        pool: dict[str, Any] = {}
+        if role == "writer":
+            pool = {"pool_size": 2, "max_overflow": 2}
+        elif role == "reader":
+            pool = _reader_pool(options)
+        if role in ("writer", "reader"):
+            pool["connect_args"] = postgresql_connect_args(parsed, options)
         try:
             return sa.create_engine(parsed, isolation_level=isolation, **pool)
         except ImportError as error:  # SQLAlchemy imports the driver here
@@ -92,11 +108,33 @@ def create_engine(
     )
 
 
+def _reader_pool(options: StoreOptions) -> dict[str, Any]:
+    """The store's reader pool: `reader_pool_size` connections kept, `READER_POOL_OVERFLOW`
+    more under load (SQLAlchemy's `QueuePool`, on both backends)."""
+    return {"pool_size": options.reader_pool_size, "max_overflow": READER_POOL_OVERFLOW}
+
+
+def postgresql_connect_args(url: sa.URL, options: StoreOptions) -> dict[str, Any]:
+    """psycopg's connection arguments for the store's PostgreSQL reader and writer:
+    `connect_timeout` (whole seconds) and `statement_timeout` (milliseconds) set at connection
+    start-up through libpq's `options`, after the URL's own `options` (a `search_path`, say),
+    which are kept. Empty when neither option is set: then the URL alone decides."""
+    args: dict[str, Any] = {}
+    if options.connect_timeout_s:
+        args["connect_timeout"] = options.connect_timeout_s
+    if options.statement_timeout_ms:
+        given = url.query.get("options", ())
+        kept = [given] if isinstance(given, str) else list(given)
+        args["options"] = " ".join([*kept, f"-c statement_timeout={options.statement_timeout_ms}"])
+    return args
+
+
 def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
     synchronous = options.sqlite_synchronous.upper()  # checked when the options were built
     if url.database in (None, "", ":memory:"):
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
-    engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s})
+    pool = _reader_pool(options) if role == "reader" else {}
+    engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s}, **pool)
     foreign_keys = "OFF" if role == "migrator" else "ON"
     pragmas = (
         "PRAGMA journal_mode=WAL",
@@ -112,7 +150,7 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
 
     # pysqlite's own transaction handling is off: SQLAlchemy's begin must say BEGIN. The write
     # path begins the writer's transactions itself (`driver.begin_write`).
-    if role == "reader":
+    if role in ("reader", "inspector"):
         event.listen(engine, "begin", driver.begin_read)
     elif role == "migrator":
         event.listen(engine, "begin", driver.begin_write)
@@ -176,7 +214,13 @@ def storage_error(action: str, error: BaseException, *, shared: bool = False) ->
     kind = storage_error_type(error)
     if shared and issubclass(kind, IntegrityViolation):
         kind = StorageError
-    failure = kind(f"{action} failed: {error_detail(error)}")
+    detail = error_detail(error)
+    code = driver.error_code(error)
+    if code == QUERY_CANCELED:
+        detail = f"{_cancel_reason(detail)} ({detail})"
+    elif code == driver.CONNECT_TIMEOUT:
+        detail = f"the connect timeout expired (StoreOptions.connect_timeout_s) ({detail})"
+    failure = kind(f"{action} failed: {detail}")
     failure.__cause__ = error
     return failure
 
@@ -200,6 +244,7 @@ _STORAGE_ERRORS: dict[str, type[StorageError]] = {
     "08": TransientStorageError,  # connection exception: refused, lost (`driver.error_code`)
     "40": TransientStorageError,  # transaction rollback: a deadlock, a serialization failure
     "55P03": TransientStorageError,  # lock_not_available: locked past `lock_timeout`
+    "57014": TransientStorageError,  # query_canceled: past `statement_timeout`, or cancelled
     "57P01": TransientStorageError,  # admin_shutdown: the server is shutting down
     "57P02": TransientStorageError,  # crash_shutdown
     "57P03": TransientStorageError,  # cannot_connect_now: the server is starting up
@@ -214,6 +259,21 @@ _STORAGE_ERRORS: dict[str, type[StorageError]] = {
     "XX001": PermanentStorageError,  # data_corrupted
     "XX002": PermanentStorageError,  # index_corrupted
 }
+
+QUERY_CANCELED = "57014"
+"""PostgreSQL's SQLSTATE of a statement cancelled: its `statement_timeout` expired
+(`StoreOptions.statement_timeout_s`), or someone cancelled it (`pg_cancel_backend`)."""
+
+
+def _cancel_reason(detail: str) -> str:
+    """What a cancelled statement's message means, in words. The server says which of the two
+    it was only in its message (in English unless `lc_messages` says otherwise)."""
+    if "statement timeout" in detail:
+        return "the statement timeout expired (StoreOptions.statement_timeout_s)"
+    return (
+        "the statement was cancelled: its statement timeout expired, or it was cancelled by request"
+    )
+
 
 _CONFLICTS = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
 

@@ -214,12 +214,15 @@ def rollback_nested(connection: sa.Connection) -> None:
     driver.execute(_NESTED_RELEASE)  # type: ignore[union-attr]
 
 
-def set_autocommit(driver_connection: Any) -> None:
+def prepare_for_wakeups(driver_connection: Any) -> None:
     """A driver connection of a wake-up source: every statement commits by itself (sqlite3,
-    with its own transaction handling off, does already)."""
+    with its own transaction handling off, does already). On PostgreSQL it also has no
+    `statement_timeout` (the store's `statement_timeout_s`, which its reader connections
+    start with): the `LISTEN` connection waits for notifications as long as the store lives."""
     psycopg = _psycopg()
     if psycopg is not None and isinstance(driver_connection, psycopg.Connection):
         driver_connection.autocommit = True
+        driver_connection.execute("SET statement_timeout = 0")
 
 
 # --- Reads of one statement ---------------------------------------------------------------
@@ -259,6 +262,9 @@ def is_driver_error(error: BaseException) -> bool:
 
 CONNECTION_FAILURE = "08006"
 """The SQLSTATE `error_code` gives psycopg's own connection failures, which carry none."""
+CONNECT_TIMEOUT = "08001"
+"""The SQLSTATE (sqlclient_unable_to_establish_sqlconnection) `error_code` gives psycopg's own
+failure to connect within `connect_timeout` (it reports no SQLSTATE for it)."""
 NO_SUCH_DATABASE = "3D000"
 """The SQLSTATE (invalid_catalog_name) `error_code` gives a server's refusal of a connection to
 a database it does not have (psycopg reports no SQLSTATE for it)."""
@@ -282,7 +288,8 @@ def error_code(error: BaseException) -> str | None:
     SQLAlchemy wrapped), as a code: SQLite's primary result code ("SQLITE_BUSY", also for an
     extended code such as SQLITE_BUSY_SNAPSHOT), PostgreSQL's SQLSTATE ("40P01"). psycopg's own
     connection failures (refused, lost, closed: an `OperationalError` the server sent no
-    SQLSTATE for) are `CONNECTION_FAILURE`, unless the server refused the connection for good
+    SQLSTATE for) are `CONNECTION_FAILURE` (`CONNECT_TIMEOUT` when `connect_timeout` expired),
+    unless the server refused the connection for good
     (a FATAL message: `NO_SUCH_DATABASE` for a database it does not have, `None` for anything
     else, such as a role it does not know); its refusal of a statement
     with too many parameters is `TOO_MANY_PARAMETERS`. `None` for anything else."""
@@ -299,6 +306,9 @@ def error_code(error: BaseException) -> str | None:
         return str(error.sqlstate)
     if not isinstance(error, psycopg.OperationalError):
         return None
+    timeout = getattr(psycopg.errors, "ConnectionTimeout", None)  # psycopg 3.2 and later
+    if timeout is not None and isinstance(error, timeout):
+        return CONNECT_TIMEOUT
     message = str(error)
     if "number of parameters" in message:  # refused by the client: the same call always is
         return TOO_MANY_PARAMETERS

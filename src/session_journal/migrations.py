@@ -303,7 +303,7 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
     know (a database migrated by newer code). An unknown target is an `InvalidRecord`, before
     anything runs."""
     check_upgrade_target(revision)
-    engine = create_engine(url, options or StoreOptions.from_env(), role="reader")
+    engine = create_engine(url, options or StoreOptions.from_env(), role="inspector")
     try:
         current = status(engine).revision
     finally:
@@ -342,7 +342,7 @@ def _run(action: object, url: str, revision: str, before: str) -> None:
 
 def _current_revision(url: str) -> str:
     """Where the database is, in words: at a revision, at none, or unreadable."""
-    engine = create_engine(url, StoreOptions.from_env(), role="reader")
+    engine = create_engine(url, StoreOptions.from_env(), role="inspector")
     try:
         revision = status(engine).revision
     except SessionJournalError:

@@ -74,7 +74,9 @@ POSTGRES_CASES = [
     ("XX001", PermanentStorageError),  # data_corrupted
     ("XX002", PermanentStorageError),  # index_corrupted
     ("25P02", StorageError),  # in_failed_sql_transaction: the caller's own code swallowed one
-    ("57014", StorageError),  # query_canceled
+    # query_canceled: past `statement_timeout` (or cancelled by request); nothing of the call
+    # was committed and a later attempt may finish in time, as one past `lock_timeout`
+    ("57014", TransientStorageError),
     ("XX000", StorageError),  # internal_error
 ]
 
@@ -159,6 +161,36 @@ def test_a_storage_error_names_the_action_and_chains_the_driver_error() -> None:
     assert type(failure) is TransientStorageError
     assert str(failure) == "record startup fault of 's' failed: failed with SQLITE_BUSY"
     assert failure.__cause__ is error
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "message"),
+    [
+        (
+            psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
+            TransientStorageError,
+            "load failed: the statement timeout expired (StoreOptions.statement_timeout_s) "
+            "(canceling statement due to statement timeout)",
+        ),
+        (
+            psycopg.errors.QueryCanceled("canceling statement due to user request"),
+            TransientStorageError,
+            "load failed: the statement was cancelled: its statement timeout expired, or it was "
+            "cancelled by request (canceling statement due to user request)",
+        ),
+        (
+            psycopg.errors.ConnectionTimeout("connection timeout expired"),
+            TransientStorageError,
+            "load failed: the connect timeout expired (StoreOptions.connect_timeout_s) "
+            "(connection timeout expired)",
+        ),
+    ],
+)
+def test_a_timeout_says_which_timeout_expired(
+    error: psycopg.Error, kind: type[StorageError], message: str
+) -> None:
+    failure = storage_error("load", sa.exc.OperationalError("SELECT ...", {}, error))
+    assert (type(failure), str(failure)) == (kind, message)
 
 
 def test_a_violation_that_ends_several_callers_work_is_no_one_callers_own() -> None:
