@@ -304,6 +304,19 @@ def upgrade_sql(url: str, revision: str = "head", options: StoreOptions | None =
             f"unknown revision {target!r}: expected head or a revision of this code "
             f"(head {head()}); nothing was rendered"
         )
+    order = [revision.revision for revision in revisions()]
+    script = _scripts().get_revision(target)
+    assert script is not None
+    target = script.revision
+    if start != "base":
+        found = _scripts().get_revision(start)
+        assert found is not None
+        start = found.revision
+        if order.index(start) > order.index(target):
+            raise InvalidRecord(
+                f"cannot render {start}:{target} as SQL: {start} is above {target}, and an "
+                "upgrade does not go down; nothing was rendered"
+            )
     buffer = io.StringIO()
     try:
         command.upgrade(alembic_config(url, output_buffer=buffer), f"{start}:{target}", sql=True)
