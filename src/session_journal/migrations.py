@@ -188,7 +188,9 @@ def downgrade(
     one, `-N` steps back, or `base`, which removes every table). A downgrade that would lose
     data this database holds raises `DataLossRefused` naming it, before anything runs, unless
     `allow_data_loss`; an unknown revision, or one that is not below the database's, is an
-    `InvalidRecord`; a database that does not exist is `DatabaseNotFound` (none is created)."""
+    `InvalidRecord`; a database that does not exist is `DatabaseNotFound` (none is created).
+    `options` are used to read the database's revision; the migration's own connection takes
+    its options from the environment, as `upgrade`'s does."""
     if not revision.strip("@"):
         raise InvalidRecord(
             f"cannot migrate to {revision!r}: no revision given; nothing was changed"
@@ -226,13 +228,23 @@ def _run(
         ) from error
 
 
+_PLANNING_COMMANDS = frozenset({"upgrade", "downgrade"})
+"""The `alembic.command` functions whose step function only computes the steps; the others'
+(`current` prints, `check` compares the schema) must run once, by Alembic."""
+
+
 def _planned_steps(context: MigrationContext) -> list[RevisionStep]:
-    """The steps Alembic is about to run, from the database's revision (offline: FROM).
-    `_migrations_fn` is how Alembic's own `run_migrations` gets them; calling it only computes
-    them (no statement runs)."""
+    """The steps Alembic is about to run, from the database's revision (offline: FROM), for an
+    upgrade or a downgrade; none for any other command (`current`, `stamp`, `check`).
+    `_migrations_fn` is how Alembic's own `run_migrations` gets them."""
     plan = context._migrations_fn
-    assert plan is not None
-    return list(plan(context.get_current_heads(), context))
+    if (
+        plan is None
+        or getattr(plan, "__module__", None) != command.__name__
+        or getattr(plan, "__name__", None) not in _PLANNING_COMMANDS
+    ):
+        return []
+    return [step for step in plan(context.get_current_heads(), context) if step is not None]
 
 
 def _module(script: Script) -> Any:

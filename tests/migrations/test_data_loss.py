@@ -288,3 +288,16 @@ def test_every_revision_declares_its_loss_and_the_readme_shows_it() -> None:
     assert [r.revision for r in migrations.revisions() if not r.renders_offline] == [
         "0004_outcome_bodies"
     ]
+
+
+def test_other_alembic_commands_run_their_step_once(migrated_url: str, tmp_path: Path) -> None:
+    # env.py asks for the planned steps of upgrades and downgrades only: `current` prints from
+    # its step function, which must not be called a second time.
+    ini = minimal_ini(tmp_path)
+    done = alembic(ini, migrated_url, "current")
+    assert (done.returncode, done.stdout) == (0, f"{migrations.head()} (head)\n")
+    done = alembic(ini, migrated_url, "check")
+    assert (done.returncode, done.stdout) == (0, "No new upgrade operations detected.\n")
+    done = alembic(ini, migrated_url, "stamp", "0002_startup_cleanup")
+    assert done.returncode == 0, done.stderr
+    assert revision_of(migrated_url) == "0002_startup_cleanup"
