@@ -3,8 +3,21 @@
 URL: `config.attributes["url"]` (programmatic use), else `-x url=...`, else
 `SESSION_JOURNAL_DATABASE_URL`, else `sqlite:///session-journal.db`.
 
-Each revision runs in its own transaction (`transaction_per_migration`), so a revision that fails
-midway leaves the database at the previous revision.
+Logging: configured from the ini file (`fileConfig`) only when it has the logging sections
+(`[loggers]`, `[handlers]`, `[formatters]`); a minimal ini with only `[alembic]` works.
+
+Online, each revision runs in its own transaction (`transaction_per_migration`), so a revision
+that fails midway leaves the database at the previous revision.
+
+Offline (`--sql`), the script is ONE transaction for the whole range (`BEGIN;` ... `COMMIT;`): run
+by a DBA, it moves the database from FROM to TO or, if a statement fails, leaves it at FROM. A
+range holding a revision that cannot be rendered (`RENDERS_OFFLINE = False`: it reads rows) is
+refused before anything is printed.
+
+Downgrades that would lose data this database holds are refused before anything runs
+(`DataLossRefused`, each revision's `downgrade_loss`), unless `-x allow_data_loss=yes`
+(`config.attributes["allow_data_loss"]` in programmatic use). Under the `alembic` command the
+refusals are one line (`FAILED: ...`, exit 1), not a traceback.
 
 SQLite: a batch migration rebuilds a table by dropping it; with foreign keys on, dropping
 `sessions` would cascade and empty every child table. `PRAGMA foreign_keys=OFF` is a no-op inside
@@ -27,38 +40,86 @@ PostgreSQL, a missing schema named first in the `search_path` is created before 
 
 from __future__ import annotations
 
+import configparser
 import logging.config
 from contextlib import nullcontext
+from typing import NoReturn
 
 import sqlalchemy as sa
 from alembic import context
 from alembic.runtime.migration import MigrationContext
+from alembic.util import CommandError
 
 from session_journal import migrations
 from session_journal.config import StoreOptions, resolve_url
 from session_journal.db import create_engine, sqlite_migration_lock
-from session_journal.errors import InvalidRecord
+from session_journal.errors import InvalidRecord, SessionJournalError
+from session_journal.migrations import refuse_data_loss, refuse_offline
 from session_journal.models import Base
 
 # Key of the upgrade lock; the second key is the schema, so separate schemas do not wait on
 # each other.
 ADVISORY_LOCK_KEY = 0x53_4A_4D_47  # "SJMG"
 
-config = context.config
-if config.config_file_name is not None and config.attributes.get("url") is None:
-    logging.config.fileConfig(config.config_file_name, disable_existing_loggers=False)
+LOGGING_SECTIONS = ("loggers", "handlers", "formatters")
 
-# An empty `-x url=` is refused (resolve_url), not taken for the default database.
-url = config.attributes.get("url") or resolve_url(
-    context.get_x_argument(as_dictionary=True).get("url")
-)
+config = context.config
+
+
+def refuse(error: SessionJournalError) -> NoReturn:
+    """Raise `error`; under the `alembic` command as a `CommandError`, which it prints as one
+    line (`FAILED: ...`, exit 1) instead of a traceback."""
+    if config.cmd_opts is not None:
+        raise CommandError(str(error)) from error
+    raise error
+
+
+def configure_logging(path: str) -> None:
+    """`fileConfig` the ini at `path` if it has the logging sections; an ini without them (only
+    `[alembic]`) leaves logging alone, and one with only some of them is refused by name."""
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    present = [section for section in LOGGING_SECTIONS if parser.has_section(section)]
+    if not present:
+        return
+    if len(present) < len(LOGGING_SECTIONS):
+        missing = ", ".join(f"[{s}]" for s in LOGGING_SECTIONS if s not in present)
+        refuse(
+            InvalidRecord(
+                f"{path} configures logging but lacks {missing}: give [loggers], [handlers] "
+                "and [formatters], or none of them"
+            )
+        )
+    logging.config.fileConfig(path, disable_existing_loggers=False)
+
+
+if config.config_file_name is not None and config.attributes.get("url") is None:
+    configure_logging(config.config_file_name)
+
+x_arguments = context.get_x_argument(as_dictionary=True)
+try:
+    # An empty `-x url=` is refused (resolve_url), not taken for the default database.
+    url = config.attributes.get("url") or resolve_url(x_arguments.get("url"))
+except SessionJournalError as error:
+    refuse(error)
 is_sqlite = sa.make_url(url).get_backend_name() == "sqlite"
+
+
+def allow_data_loss() -> bool:
+    """`config.attributes["allow_data_loss"]`, else `-x allow_data_loss=yes|no` (default no)."""
+    if "allow_data_loss" in config.attributes:
+        return bool(config.attributes["allow_data_loss"])
+    given = x_arguments.get("allow_data_loss", "no")
+    if given not in ("yes", "no"):
+        refuse(InvalidRecord(f"-x allow_data_loss must be yes or no, got {given!r}"))
+    return given == "yes"
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:
     """Compare only this package's model tables: not a host application's tables in the same
-    schema, nor the full-text machinery that only the migration knows (SQLite's FTS5 table and
-    its shadow tables, PostgreSQL's generated `tsv` column and its GIN index)."""
+    schema, nor what only the migrations know (SQLite's FTS5 table and its shadow tables,
+    PostgreSQL's generated `tsv` column and its GIN index, the projection tables that 0005's
+    downgrade keeps as `retired_0005_*`, back in place after the next upgrade)."""
     if type_ == "table":
         return name in Base.metadata.tables
     return not (type_ == "column" and name == "tsv") and name != "ix_project_events_tsv"
@@ -69,12 +130,15 @@ def offline_version_table() -> str:
     names `alembic_version` for a database that records its revision there."""
     table = str(
         config.attributes.get("version_table")
-        or context.get_x_argument(as_dictionary=True).get("version_table")
+        or x_arguments.get("version_table")
         or migrations.VERSION_TABLE
     )
     if table not in migrations.VERSION_TABLES:
-        raise InvalidRecord(
-            f"version_table must be one of {', '.join(migrations.VERSION_TABLES)}, got {table!r}"
+        refuse(
+            InvalidRecord(
+                f"version_table must be one of {', '.join(migrations.VERSION_TABLES)}, "
+                f"got {table!r}"
+            )
         )
     return table
 
@@ -83,7 +147,6 @@ options = {
     "target_metadata": Base.metadata,
     "include_name": include_name,
     "render_as_batch": is_sqlite,
-    "transaction_per_migration": True,
     "compare_type": True,
 }
 
@@ -98,16 +161,24 @@ def foreign_key_check(*, ctx: MigrationContext, **_: object) -> None:
 
 
 def run_offline() -> None:
-    # The script runs every revision in one transaction. On SQLite a batch rebuild must run with
-    # foreign keys off (set before BEGIN) or dropping `sessions` would cascade into every child
-    # table; the script checks foreign keys before it commits.
+    # One transaction for the whole range (no `transaction_per_migration`): `BEGIN;`, every
+    # revision with its version-table update, `COMMIT;`. Whether every revision of the range
+    # renders is checked before the first line is printed. On SQLite a batch rebuild must run
+    # with foreign keys off (set before BEGIN) or dropping `sessions` would cascade into every
+    # child table; `PRAGMA foreign_key_check` before the commit lists any broken foreign key
+    # (it prints them; it does not stop the script).
     context.configure(
         url=url,
         literal_binds=True,
         transactional_ddl=True,
         version_table=offline_version_table(),
+        transaction_per_migration=False,
         **options,
     )
+    try:
+        refuse_offline(context.get_context(), str(context.get_revision_argument()))
+    except SessionJournalError as error:
+        refuse(error)
     if is_sqlite:
         context.execute("PRAGMA foreign_keys=OFF")
     with context.begin_transaction():
@@ -140,10 +211,18 @@ def run_online() -> None:
                 context.configure(
                     connection=connection,
                     transactional_ddl=True,
+                    transaction_per_migration=True,
                     on_version_apply=callbacks,
                     version_table=version_table,
                     **options,
                 )
+                if not allow_data_loss():
+                    try:
+                        refuse_data_loss(context.get_context())
+                    except SessionJournalError as error:
+                        refuse(error)
+                    finally:
+                        connection.rollback()  # the reads' transaction: before any revision
                 with context.begin_transaction():
                     context.run_migrations()
             finally:

@@ -2,6 +2,9 @@
 
 Its `sessions.state` CHECK predates the `startup-cleanup` state (added by 0002).
 
+Downgrade: drops every table, the projection state that 0005's downgrade kept in its
+`retired_0005_*` tables included.
+
 Revision ID: 0001_initial
 Revises:
 """
@@ -16,6 +19,15 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+
+DOWNGRADE_LOSES = "everything: every session with its events, activity and checkpoints"
+"""What downgrading this revision loses, in general (`downgrade_loss` says it for a database)."""
+
+RENDERS_OFFLINE = True
+"""Whether this revision can be rendered as SQL (`--sql`)."""
+
+RETIRED_TABLES = ("retired_0005_transcript_items", "retired_0005_materialized_sessions")
+"""Where 0005's downgrade keeps the projection state (dropped here, with everything else)."""
 
 LEGACY_STATES = (
     "provisioning",
@@ -105,7 +117,26 @@ def upgrade() -> None:
     op.bulk_insert(compatibility, [{"schema_level": 1, "minimum_compatible_level": 1}])
 
 
+def _count(connection: sa.Connection, query: str) -> int:
+    return int(connection.execute(sa.text(query)).scalar_one())
+
+
+def downgrade_loss(connection: sa.Connection) -> str | None:
+    """What downgrading this revision would lose in the database at `connection`, or `None`.
+    Sessions own every other row (their foreign keys cascade), so they and their events say it."""
+    sessions = _count(connection, "SELECT COUNT(*) FROM sessions")
+    if not sessions:
+        return None
+    events = _count(connection, "SELECT COUNT(*) FROM api_events")
+    return (
+        f"every table: {sessions} session(s) with {events} event(s), their activity, "
+        "checkpoints and projection state"
+    )
+
+
 def downgrade() -> None:
+    for retired in RETIRED_TABLES:
+        op.drop_table(retired, if_exists=True)
     for table in (
         "schema_compatibility",
         "api_session_activity",

@@ -22,6 +22,12 @@ branch_labels = None
 depends_on = None
 
 
+DOWNGRADE_LOSES = "the startup-cleanup state: such sessions become error"
+"""What downgrading this revision loses, in general (`downgrade_loss` says it for a database)."""
+
+RENDERS_OFFLINE = True
+"""Whether this revision can be rendered as SQL (`--sql`)."""
+
 LEGACY_STATES = (
     "provisioning",
     "running",
@@ -84,6 +90,14 @@ def upgrade() -> None:
     replace_check(LEGACY_STATES, STATES)
     # Code of level 1 cannot read a session in `startup-cleanup`.
     set_schema_levels(2, 2)
+
+
+def downgrade_loss(connection: sa.Connection) -> str | None:
+    """What downgrading this revision would lose in the database at `connection`, or `None`."""
+    count = connection.execute(
+        sa.text("SELECT COUNT(*) FROM sessions WHERE state = 'startup-cleanup'")
+    ).scalar_one()
+    return f"{count} session(s) in startup-cleanup would become error" if count else None
 
 
 def downgrade() -> None:

@@ -2,6 +2,9 @@
 
 Level 3; code of level 2 may still use the database (it ignores the new table).
 
+Downgrade: drops `checkpoint_operations`, so an open checkpoint loses its owner (the command
+that may save it).
+
 Revision ID: 0003_checkpoint_operations
 Revises: 0002_startup_cleanup
 """
@@ -15,6 +18,13 @@ revision = "0003_checkpoint_operations"
 down_revision = "0002_startup_cleanup"
 branch_labels = None
 depends_on = None
+
+
+DOWNGRADE_LOSES = "open checkpoint operations (which command owns each checkpoint in flight)"
+"""What downgrading this revision loses, in general (`downgrade_loss` says it for a database)."""
+
+RENDERS_OFFLINE = True
+"""Whether this revision can be rendered as SQL (`--sql`)."""
 
 
 def set_schema_levels(schema_level: int, minimum_compatible_level: int) -> None:
@@ -53,6 +63,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("session_id", name=op.f("pk_checkpoint_operations")),
     )
     set_schema_levels(3, 2)
+
+
+def downgrade_loss(connection: sa.Connection) -> str | None:
+    """What downgrading this revision would lose in the database at `connection`, or `None`."""
+    count = connection.execute(sa.text("SELECT COUNT(*) FROM checkpoint_operations")).scalar_one()
+    return f"{count} open checkpoint operation(s) and their owners" if count else None
 
 
 def downgrade() -> None:

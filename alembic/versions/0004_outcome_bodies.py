@@ -22,7 +22,8 @@ every `turn_ended` back to the legacy shape (`stop_reason`, and `error` from `ou
 This loses `outcome.reason`, which has no legacy field, and a `kind` that `stop_reason` does not
 imply (an `interrupted` or `rejected` turn comes back as `failed`).
 
-This revision needs a live connection: it cannot be rendered with `--sql` (offline mode).
+This revision needs a live connection: it cannot be rendered with `--sql` (offline mode), and
+says so (`RENDERS_OFFLINE`) so that env.py refuses a range holding it before printing anything.
 
 Level 4; code of level 2 may still use the database (it decodes both shapes).
 
@@ -33,7 +34,7 @@ Revises: 0003_checkpoint_operations
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -47,6 +48,15 @@ down_revision = "0003_checkpoint_operations"
 branch_labels = None
 depends_on = None
 
+
+DOWNGRADE_LOSES = (
+    "of turn_ended bodies, outcome.reason and a kind that stop_reason does not imply "
+    "(an interrupted or rejected turn comes back as failed)"
+)
+"""What downgrading this revision loses, in general (`downgrade_loss` says it for a database)."""
+
+RENDERS_OFFLINE = False
+"""Whether this revision can be rendered as SQL (`--sql`): no, it rewrites bodies in Python."""
 
 BATCH = 2000
 COMPLETED = {"end_turn", "max_tokens", "max_turn_requests", "refusal"}
@@ -167,6 +177,23 @@ def downgrade_body(text: str) -> str | None:
     return _dump("turn_ended", {"turn": legacy})
 
 
+EVENTS = sa.table("api_events", sa.column("seq", sa.BigInteger), sa.column("body", JsonText))
+
+
+def batches(connection: sa.Connection) -> Iterator[list[tuple[int, str]]]:
+    """Every `(seq, body text)`, `BATCH` rows at a time in seq order."""
+    read = (
+        sa.select(EVENTS.c.seq, EVENTS.c.body)
+        .where(EVENTS.c.seq > sa.bindparam("after"))
+        .order_by(EVENTS.c.seq)
+        .limit(BATCH)
+    )
+    after = -1
+    while rows := connection.execute(read, {"after": after}).all():
+        yield [(seq, body) for seq, body in rows]
+        after = rows[-1][0]
+
+
 def rewrite(transform: Callable[[str], str | None]) -> None:
     """Apply `transform` to every body, `BATCH` rows at a time in seq order."""
     if context.is_offline_mode():
@@ -174,21 +201,13 @@ def rewrite(transform: Callable[[str], str | None]) -> None:
             "0004_outcome_bodies rewrites event bodies in Python and cannot run with --sql; "
             "render up to 0003_checkpoint_operations offline and run this revision online"
         )
-    events = sa.table("api_events", sa.column("seq", sa.BigInteger), sa.column("body", JsonText))
-    read = (
-        sa.select(events.c.seq, events.c.body)
-        .where(events.c.seq > sa.bindparam("after"))
-        .order_by(events.c.seq)
-        .limit(BATCH)
-    )
     write = (
-        sa.update(events)
-        .where(events.c.seq == sa.bindparam("old_seq"))
+        sa.update(EVENTS)
+        .where(EVENTS.c.seq == sa.bindparam("old_seq"))
         .values(body=sa.bindparam("new_body"))
     )
     connection = op.get_bind()
-    after = -1
-    while rows := connection.execute(read, {"after": after}).all():
+    for rows in batches(connection):
         changed = [
             {"old_seq": seq, "new_body": new}
             for seq, body in rows
@@ -196,7 +215,26 @@ def rewrite(transform: Callable[[str], str | None]) -> None:
         ]
         if changed:
             connection.execute(write, changed)
-        after = rows[-1][0]
+
+
+def loses_something(text: str) -> bool:
+    """Whether downgrading the body and upgrading it again would not give it back."""
+    legacy = downgrade_body(text)
+    if legacy is None:
+        return False
+    return json.loads(upgrade_body(legacy) or legacy) != json.loads(text)
+
+
+def downgrade_loss(connection: sa.Connection) -> str | None:
+    """What downgrading this revision would lose in the database at `connection`, or `None`:
+    the bodies that the downgrade and a later upgrade would not give back as they are."""
+    count = sum(loses_something(body) for rows in batches(connection) for _, body in rows)
+    if not count:
+        return None
+    return (
+        f"{count} turn_ended body(ies) would lose outcome.reason or a kind that stop_reason "
+        "does not imply"
+    )
 
 
 def upgrade() -> None:

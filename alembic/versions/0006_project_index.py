@@ -7,6 +7,9 @@ immutable) with a GIN index.
 
 Level 6; code of level 2 may still use the database (it ignores the new table).
 
+Downgrade drops the index; after upgrading again, `store.index.rebuild` re-indexes a session from
+its `events.jsonl`.
+
 Revision ID: 0006_project_index
 Revises: 0005_relay_projection
 """
@@ -21,6 +24,12 @@ down_revision = "0005_relay_projection"
 branch_labels = None
 depends_on = None
 
+
+DOWNGRADE_LOSES = "the project index (project_events; store.index.rebuild re-indexes a session)"
+"""What downgrading this revision loses, in general (`downgrade_loss` says it for a database)."""
+
+RENDERS_OFFLINE = True
+"""Whether this revision can be rendered as SQL (`--sql`)."""
 
 SQLITE_FTS = [
     "CREATE VIRTUAL TABLE project_events_fts USING fts5("
@@ -73,7 +82,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_project_events")),
         sa.UniqueConstraint("session_id", "seq", name=op.f("uq_project_events_session_id_seq")),
     )
-    if op.get_bind().dialect.name == "sqlite":
+    # The context's dialect, not the connection's: offline (`--sql`) there is no connection.
+    if op.get_context().dialect.name == "sqlite":
         for statement in SQLITE_FTS:
             op.execute(statement)
     else:
@@ -85,8 +95,15 @@ def upgrade() -> None:
     set_schema_levels(6, 2)
 
 
+def downgrade_loss(connection: sa.Connection) -> str | None:
+    """What downgrading this revision would lose in the database at `connection`, or `None`."""
+    count = connection.execute(sa.text("SELECT COUNT(*) FROM project_events")).scalar_one()
+    return f"{count} row(s) of the project index (project_events)" if count else None
+
+
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "sqlite":
+    # The context's dialect, not the connection's: offline (`--sql`) there is no connection.
+    if op.get_context().dialect.name == "sqlite":
         for trigger in ("insert", "delete", "update"):
             op.execute(f"DROP TRIGGER project_events_fts_{trigger}")
         op.execute("DROP TABLE project_events_fts")

@@ -59,7 +59,23 @@ def _parser() -> argparse.ArgumentParser:
         dest="db_command", required=True
     )
     upgrade = db.add_parser("upgrade", help="migrate to REV (default head)")
-    upgrade.add_argument("revision", nargs="?", default="head")
+    upgrade.add_argument("revision", nargs="?", default="head", metavar="[FROM:]REV")
+    upgrade.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL that migrates from FROM (default: the database's revision) to REV, "
+        "as one transaction, instead of running it; the database is not changed",
+    )
+    downgrade = db.add_parser(
+        "downgrade", help="migrate down to REV (a revision, -N steps back, or base)"
+    )
+    downgrade.add_argument("revision", metavar="REV")
+    downgrade.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="downgrade even if it loses data the database holds (refused otherwise)",
+    )
+    db.add_parser("history", help="list the revisions, oldest first, the database's marked *")
     db.add_parser("current", help="print the database's revision")
     db.add_parser("check", help="print revision, levels and whether this code may use it")
 
@@ -152,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         url = resolve_url(args.url)
         if args.command == "db":
-            return _db(url, args.db_command, getattr(args, "revision", "head"))
+            return _db(url, args)
         if args.command == "events":
             return _events(url, args)
         if args.command == "journal":
@@ -172,12 +188,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _db(url: str, command: str, revision: str) -> int:
+def _db(url: str, args: argparse.Namespace) -> int:
+    command = args.db_command
+    if command == "upgrade" and args.sql:
+        # Rendered whole before anything is printed: a refusal prints nothing on stdout. Only
+        # SQL goes there (the database is named in a comment), so it can be piped to psql.
+        sql = migrations.upgrade_sql(url, args.revision)
+        sys.stdout.write(f"-- session-journal db upgrade --sql for {shown_url(url)}\n{sql}")
+        return 0
     if command == "upgrade":
-        migrations.upgrade(url, revision)
+        migrations.upgrade(url, args.revision)
         print(f"database {shown_url(url)} at {_status(url).revision}")
         return 0
+    if command == "downgrade":
+        migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
+        print(f"database {shown_url(url)} at {_status(url).revision or 'base (no schema)'}")
+        return 0
     found = _status(url)
+    if command == "history":
+        _history(found.revision)
+        return 0
     if command == "current":
         print(found.revision or "none (empty database)")
         return 0
@@ -188,6 +218,19 @@ def _db(url: str, command: str, revision: str) -> int:
     print(f"code_schema_level: {migrations.SCHEMA_LEVEL}")
     print(f"verdict: {found.verdict}")
     return 0 if found.usable else 1
+
+
+def _history(current: str | None) -> None:
+    """One line per revision, oldest first: `* ` marks the database's, `  ` the others."""
+    known = migrations.revisions()
+    for revision in known:
+        mark = "* " if revision.revision == current else "  "
+        note = " (current)" if revision.revision == current else ""
+        print(f"{mark}{revision.revision}{note}: {revision.summary}")
+    if current is None:
+        print("  (the database has no revision: no schema)")
+    elif current not in {revision.revision for revision in known}:
+        print(f"* {current} (current): a revision of newer code")
 
 
 def shown_url(url: str) -> str:

@@ -23,6 +23,29 @@ class MigrationFailed(SessionJournalError):
     """A revision failed and was rolled back: the database is at the revision before it."""
 
 
+class DataLossRefused(SessionJournalError):
+    """A downgrade would lose data this database holds, and losing it was not allowed: nothing
+    was changed. `current` is the database's revision, `target` the revision the downgrade aims
+    at (`base`: no schema), `losses` one text per revision that would lose something
+    (`"0003_checkpoint_operations: 1 open checkpoint operation ..."`). Allow it with
+    `--allow-data-loss` (`session-journal db downgrade`), `allow_data_loss=True`
+    (`session_journal.migrations.downgrade`) or `-x allow_data_loss=yes` (`alembic downgrade`)."""
+
+    def __init__(self, current: str, target: str, losses: tuple[str, ...]) -> None:
+        self.current = current
+        self.target = target
+        self.losses = losses
+        super().__init__(
+            f"downgrading from {current} to {target} would lose data: {'; '.join(losses)}; "
+            "nothing was changed. To downgrade anyway: session-journal db downgrade "
+            "--allow-data-loss, migrations.downgrade(..., allow_data_loss=True) or "
+            "alembic -x allow_data_loss=yes downgrade"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.current, self.target, self.losses))
+
+
 class SessionNotFound(SessionJournalError):
     """The session named by a call does not exist."""
 

@@ -1,4 +1,10 @@
-"""Programmatic Alembic: upgrade, current revision and the schema check behind `Store.open`.
+"""Programmatic Alembic: upgrade, downgrade (refusing to lose data unless allowed), offline SQL,
+history, current revision and the schema check behind `Store.open`.
+
+Each revision module declares `DOWNGRADE_LOSES` (what its downgrade loses, in general),
+`downgrade_loss(connection)` (what it would lose in this database, or `None`) and
+`RENDERS_OFFLINE` (whether it can be rendered as SQL); env.py calls `refuse_data_loss` and
+`refuse_offline` with them before anything runs or is printed.
 
 The scripts live in the repository's `alembic/` (editable installs) and, in a wheel, in the copy
 the build places at `session_journal/_alembic`.
@@ -10,22 +16,26 @@ already records this package's revision in `alembic_version` keeps it there (`ve
 
 from __future__ import annotations
 
+import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
+from alembic.runtime.migration import MigrationContext, RevisionStep
+from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
 from .config import StoreOptions
-from .db import create_engine, error_detail, translate_errors
+from .db import create_engine, error_detail, require_database, translate_errors
 from .errors import (
+    DataLossRefused,
     IncompatibleSchema,
     InvalidRecord,
     MigrationFailed,
@@ -57,9 +67,10 @@ def script_location() -> Path:
     return Path(__file__).resolve().parents[2] / "alembic"
 
 
-def alembic_config(url: str) -> Config:
-    """An Alembic configuration for `url`, without reading `alembic.ini`."""
-    config = Config()
+def alembic_config(url: str, output_buffer: io.StringIO | None = None) -> Config:
+    """An Alembic configuration for `url`, without reading `alembic.ini`; offline SQL goes to
+    `output_buffer` when given."""
+    config = Config(output_buffer=output_buffer)
     config.set_main_option("script_location", str(script_location()))
     # Passed as an attribute, not an ini option, so `%` in a password needs no escaping.
     config.attributes["url"] = url
@@ -79,7 +90,7 @@ def head() -> str:
 
 
 @lru_cache(maxsize=1)
-def revisions() -> frozenset[str]:
+def revision_ids() -> frozenset[str]:
     """The ids of every revision of this code."""
     return frozenset(script.revision for script in _scripts().walk_revisions())
 
@@ -136,7 +147,7 @@ def version_table(connection: sa.Connection) -> str:
     if not legacy:
         return VERSION_TABLE
     own = _recorded(connection, VERSION_TABLE)
-    if not any(revision in revisions() for revision in legacy) and (
+    if not any(revision in revision_ids() for revision in legacy) and (
         own or not sa.inspect(connection).has_table("schema_compatibility")
     ):
         return VERSION_TABLE  # the host application's alembic_version
@@ -313,18 +324,45 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
             f"database revision {current} is newer than this code (head {head()}); "
             "upgrade session-journal instead"
         )
-    _run(command.upgrade, url, revision, _where(current))
+    _run(command.upgrade, alembic_config(url), url, revision, _where(current))
 
 
-def downgrade(url: str, revision: str) -> None:
-    """Migrate the database at `url` down to `revision` (`base` removes every table)."""
-    _run(command.downgrade, url, revision, _current_revision(url))
+def downgrade(
+    url: str,
+    revision: str,
+    *,
+    allow_data_loss: bool = False,
+    options: StoreOptions | None = None,
+) -> None:
+    """Migrate the database at `url` down to `revision` (a revision id or a unique prefix of
+    one, `-N` steps back, or `base`, which removes every table). A downgrade that would lose
+    data this database holds raises `DataLossRefused` naming it, before anything runs, unless
+    `allow_data_loss`; an unknown revision, or one that is not below the database's, is an
+    `InvalidRecord`; a database that does not exist is `DatabaseNotFound` (none is created).
+    `options` are used to read the database's revision; the migration's own connection takes
+    its options from the environment, as `upgrade`'s does."""
+    if not revision.strip("@"):
+        raise InvalidRecord(
+            f"cannot migrate to {revision!r}: no revision given; nothing was changed"
+        )
+    require_database(url)
+    engine = create_engine(url, options or StoreOptions.from_env(), role="inspector")
+    try:
+        current = status(engine).revision
+    finally:
+        engine.dispose()
+    config = alembic_config(url)
+    # Checked by env.py once it holds the migration lock, so no upgrade slips in between.
+    config.attributes["allow_data_loss"] = allow_data_loss
+    _run(command.downgrade, config, url, revision, _where(current))
 
 
-def _run(action: object, url: str, revision: str, before: str) -> None:
+def _run(
+    action: Callable[[Config, str], None], config: Config, url: str, revision: str, before: str
+) -> None:
     """Run the Alembic command; `before` says where the database was (`_where`)."""
     try:
-        action(alembic_config(url), revision)  # type: ignore[operator]
+        action(config, revision)
     except SessionJournalError:
         raise
     except Exception as error:
@@ -338,6 +376,173 @@ def _run(action: object, url: str, revision: str, before: str) -> None:
         raise MigrationFailed(
             f"migration to {revision} failed and its revision was rolled back: {detail} ({after})"
         ) from error
+
+
+_PLANNING_COMMANDS = frozenset({"upgrade", "downgrade"})
+"""The `alembic.command` functions whose step function only computes the steps; the others'
+(`current` prints, `check` compares the schema) must run once, by Alembic."""
+
+
+def _planned_steps(context: MigrationContext) -> list[RevisionStep]:
+    """The steps Alembic is about to run, from the database's revision (offline: FROM), for an
+    upgrade or a downgrade; none for any other command (`current`, `stamp`, `check`).
+    `_migrations_fn` is how Alembic's own `run_migrations` gets them."""
+    plan = context._migrations_fn
+    if (
+        plan is None
+        or getattr(plan, "__module__", None) != command.__name__
+        or getattr(plan, "__name__", None) not in _PLANNING_COMMANDS
+    ):
+        return []
+    return [step for step in plan(context.get_current_heads(), context) if step is not None]
+
+
+def _module(script: Script) -> Any:
+    return script.module
+
+
+def refuse_data_loss(context: MigrationContext) -> None:
+    """`DataLossRefused` if the downgrade `context` is about to run would lose data the
+    database holds (each revision's `downgrade_loss`); nothing for an upgrade. Called by env.py
+    before any revision runs."""
+    downgrades = [step.revision for step in _planned_steps(context) if not step.is_upgrade]
+    if not downgrades:
+        return
+    assert context.connection is not None
+    losses = tuple(
+        f"{script.revision}: {loss}"
+        for script in downgrades
+        if (loss := _module(script).downgrade_loss(context.connection)) is not None
+    )
+    if losses:
+        target = downgrades[-1].down_revision
+        raise DataLossRefused(
+            context.get_current_revision() or "base",
+            target if isinstance(target, str) else "base",
+            losses,
+        )
+
+
+def refuse_offline(context: MigrationContext, target: str) -> None:
+    """`InvalidRecord` if a revision of the range `context` is about to render as SQL cannot be
+    rendered (`RENDERS_OFFLINE = False`). Called by env.py before anything is printed."""
+    steps = _planned_steps(context)
+    start = ",".join(context.get_current_heads()) or "base"
+    for step in steps:
+        if _module(step.revision).RENDERS_OFFLINE:
+            continue
+        name = step.revision.revision
+        down = step.revision.down_revision
+        below = down if isinstance(down, str) else "base"
+        if step.is_upgrade:
+            online = f"session-journal db upgrade {name}"
+            before, after = below, name
+        else:
+            online = f"session-journal db downgrade {below}"
+            before, after = name, below
+        raise InvalidRecord(
+            f"cannot render {start}:{target} as SQL: {name} reads and rewrites rows and runs "
+            f"online only; render up to {before}, run {name} online ({online}), then render "
+            f"from {after}; nothing was printed"
+        )
+
+
+def upgrade_sql(url: str, revision: str = "head", options: StoreOptions | None = None) -> str:
+    """The SQL script (offline mode) that upgrades a database from FROM to TO, given as
+    `FROM:TO` or `TO`; without FROM, the revision of the database at `url` (read from it, so it
+    must exist). The database is not changed. The script is one transaction. A range holding a
+    revision that cannot be rendered, an unknown revision or a backwards range is an
+    `InvalidRecord`, with nothing rendered."""
+    start, colon, target = revision.rpartition(":")
+    table = VERSION_TABLE
+    if not colon:
+        current, table = _database_revision(url, options)
+        start = current or "base"
+    elif start != "base" and not is_known(start):
+        raise InvalidRecord(
+            f"unknown revision {start!r}: expected base or a revision of this code "
+            f"(head {head()}); nothing was rendered"
+        )
+    if not is_known(target):
+        raise InvalidRecord(
+            f"unknown revision {target!r}: expected head or a revision of this code "
+            f"(head {head()}); nothing was rendered"
+        )
+    order = [revision.revision for revision in revisions()]
+    script = _scripts().get_revision(target)
+    assert script is not None
+    target = script.revision
+    if start != "base":
+        found = _scripts().get_revision(start)
+        assert found is not None
+        start = found.revision
+        if order.index(start) > order.index(target):
+            raise InvalidRecord(
+                f"cannot render {start}:{target} as SQL: {start} is above {target}, and an "
+                "upgrade does not go down; nothing was rendered"
+            )
+    buffer = io.StringIO()
+    config = alembic_config(url, output_buffer=buffer)
+    config.attributes["version_table"] = table  # the database's own, when FROM was read from it
+    try:
+        command.upgrade(config, f"{start}:{target}", sql=True)
+    except SessionJournalError:
+        raise
+    except CommandError as error:
+        raise InvalidRecord(
+            f"cannot render {start}:{target} as SQL: {str(error).splitlines()[0]}; "
+            "nothing was rendered"
+        ) from error
+    return buffer.getvalue()
+
+
+def _database_revision(url: str, options: StoreOptions | None) -> tuple[str | None, str]:
+    """The revision of the database at `url` (which must exist) and the table it is recorded
+    in, refusing a revision newer than this code."""
+    require_database(url)
+    engine = create_engine(url, options or StoreOptions.from_env(), role="inspector")
+    try:
+        found = status(engine)
+    finally:
+        engine.dispose()
+    current = found.revision
+    if current is not None and not is_known(current):
+        raise IncompatibleSchema(
+            f"database revision {current} is newer than this code (head {head()}); "
+            "use the code that migrated it"
+        )
+    return current, found.version_table
+
+
+@dataclass(frozen=True)
+class RevisionInfo:
+    """A revision of this code, as `db history` lists it."""
+
+    revision: str
+    down_revision: str | None
+    summary: str
+    """The first paragraph of the revision's docstring, on one line."""
+    downgrade_loses: str
+    """What downgrading it loses, in general (its `DOWNGRADE_LOSES`)."""
+    renders_offline: bool
+
+
+def revisions() -> list[RevisionInfo]:
+    """This code's revisions, oldest first."""
+    found = []
+    for script in _scripts().walk_revisions():
+        module = _module(script)
+        down = script.down_revision
+        found.append(
+            RevisionInfo(
+                revision=script.revision,
+                down_revision=down if isinstance(down, str) else None,
+                summary=" ".join(script.longdoc.split("\n\n")[0].split()),
+                downgrade_loses=str(module.DOWNGRADE_LOSES),
+                renders_offline=bool(module.RENDERS_OFFLINE),
+            )
+        )
+    return found[::-1]
 
 
 def _current_revision(url: str) -> str:

@@ -17,6 +17,10 @@ from the code (each failure names the block's line in README.md):
   teach `SHELL_COMMANDS` below how to check it.
 - `json`: a document (or JSON lines) that validates as one of the models in `JSON_MODELS` and
   dumps back to exactly what the README shows.
+- `ini`: an `alembic.ini` for the installed package: it parses (`configparser`), has
+  `[alembic]` with `script_location = session_journal:_alembic`, and works as it is with the
+  `alembic` command on each backend (upgrade, history, downgrade), the scripts' location of the
+  wheel being the checkout's here (an editable install has no `session_journal/_alembic`).
 - `text`: shown, not run, and allowed only where `TEXT_BLOCKS` has a check for it.
 - `sql`: a script for an operator, allowed only where `SQL_BLOCKS` has a check for it; the check
   runs it as it is (psql, `sqlite3`) on each backend, on the database it is meant for.
@@ -24,6 +28,7 @@ from the code (each failure names the block's line in README.md):
 
 from __future__ import annotations
 
+import configparser
 import inspect
 import json
 import os
@@ -52,7 +57,7 @@ from tests.helpers import as_older_code, table_counts
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-KINDS = ("python", "sh", "json", "text", "sql")
+KINDS = ("python", "sh", "json", "ini", "text", "sql")
 
 
 @dataclass(frozen=True)
@@ -234,6 +239,46 @@ def test_the_json_blocks_are_what_the_models_write() -> None:
                 break
             else:
                 pytest.fail(f"README.md line {number}: {'; '.join(tried)}")
+
+
+# -- ini ---------------------------------------------------------------------------------------
+
+PACKAGED_SCRIPTS = "session_journal:_alembic"
+"""The scripts inside the wheel, as Alembic names a package resource."""
+
+
+def test_the_ini_blocks_work_as_alembic_ini(url: str, tmp_path: Path) -> None:
+    shown = of_kind("ini")
+    assert shown, "the README shows no alembic.ini"
+    for block in shown:
+        parser = configparser.ConfigParser()
+        try:
+            parser.read_string(block.text)
+        except configparser.Error as error:
+            pytest.fail(f"{block.where}: not an ini file: {error}")
+        assert parser.has_section("alembic"), f"{block.where}: no [alembic] section"
+        location = parser.get("alembic", "script_location", fallback=None)
+        assert location == PACKAGED_SCRIPTS, (
+            f"{block.where}: script_location is {location!r}, not the wheel's {PACKAGED_SCRIPTS}"
+        )
+        ini = tmp_path / "alembic.ini"
+        ini.write_text(block.text.replace(PACKAGED_SCRIPTS, str(migrations.script_location())))
+        for words in (["upgrade", "head"], ["history"], ["downgrade", "base"], ["current"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}", *words],
+                cwd=tmp_path,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert done.returncode == 0, (
+                f"{block.where}: alembic {' '.join(words)} exit {done.returncode}\n"
+                f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-2000:]}"
+            )
+            if words[0] == "upgrade":
+                with Store.open(url) as store:
+                    assert store.schema.revision == migrations.head(), block.where
 
 
 # -- text --------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from session_journal import (
     ApiTurnOutcome,
+    DataLossRefused,
     LegacyNotice,
     Store,
     TurnEnded,
@@ -217,7 +218,16 @@ def test_downgrade_loses_what_the_legacy_shape_cannot_hold(url: str) -> None:
     seed(url, {1: interrupted}, frontier=1)
     migrations.upgrade(url)
     assert [body for _, _, body in stored(url)] == [interrupted]
-    migrations.downgrade(url, BEFORE)
+    # So the downgrade names the loss and refuses, changing nothing, unless told to lose it.
+    with pytest.raises(DataLossRefused) as refused:
+        migrations.downgrade(url, BEFORE)
+    assert refused.value.losses == (
+        "0004_outcome_bodies: 1 turn_ended body(ies) would lose outcome.reason or a kind that "
+        "stop_reason does not imply",
+    )
+    assert [body for _, _, body in stored(url)] == [interrupted]
+    assert migrations.status(sa.create_engine(url)).revision == migrations.head()
+    migrations.downgrade(url, BEFORE, allow_data_loss=True)
     migrations.upgrade(url)
     assert [body for _, _, body in stored(url)] == [new_turn("failed", None, "runtime stopped")]
 

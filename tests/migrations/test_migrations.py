@@ -14,6 +14,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from session_journal import (
+    DataLossRefused,
     InvalidRecord,
     MigrationFailed,
     SchemaOutOfDate,
@@ -151,7 +152,11 @@ def test_downgrade_and_upgrade_round_trip_with_data(url: str) -> None:
         store.faults.record_startup_fault("s2", "kept too")
     counts = table_counts(url, TABLES)
 
-    migrations.downgrade(url, "0001_initial")
+    # 0002's downgrade turns the startup-cleanup session into error: refused unless allowed.
+    with pytest.raises(DataLossRefused, match="1 session"):
+        migrations.downgrade(url, "0001_initial")
+    assert snapshot(url)["sessions"][1] == ("s2", "project-1", "startup-cleanup")
+    migrations.downgrade(url, "0001_initial", allow_data_loss=True)
     assert table_counts(url, TABLES) == counts
     assert snapshot(url)["sessions"] == [
         ("s1", "project-1", "running"),
@@ -179,7 +184,11 @@ def test_base_head_base_head_with_data_in_every_table(url: str) -> None:
     scripts = ScriptDirectory.from_config(migrations.alembic_config(url))
     # Down one revision at a time, each with rows in its tables, then all the way back up.
     for script in scripts.walk_revisions():
-        migrations.downgrade(url, script.down_revision or "base")  # type: ignore[arg-type]
+        migrations.downgrade(
+            url,
+            script.down_revision or "base",  # type: ignore[arg-type]
+            allow_data_loss=True,
+        )
         assert migrations.status(sa.create_engine(url)).revision == script.down_revision
     assert table_counts(url, ["session_journal_version"]) == {"session_journal_version": 0}
     migrations.upgrade(url)
@@ -214,9 +223,10 @@ def test_offline_sql_mode_renders_the_schema_revisions(
     assert "CREATE TABLE api_events" in sql
     assert "startup-cleanup" in sql
     assert "CREATE TABLE checkpoint_operations" in sql
-    # The body rewrite reads rows, so it refuses to pretend in offline mode.
-    with pytest.raises(RuntimeError, match="cannot run with --sql"):
+    # The body rewrite reads rows, so a range holding it is refused before anything is printed.
+    with pytest.raises(InvalidRecord, match="0004_outcome_bodies reads and rewrites rows"):
         command.upgrade(config, "0003_checkpoint_operations:head", sql=True)
+    assert capsys.readouterr().out == ""
 
 
 def test_a_revision_that_fails_midway_leaves_the_previous_revision(

@@ -134,8 +134,8 @@ class Worker:
                 status, value = self._connection.recv()
                 if status == "error":
                     raise ChildFailed(f"{self.name} raised before it was killed:\n{value}")
-        except EOFError:
-            pass
+        except (EOFError, ConnectionResetError):
+            pass  # the pipe ended, or was reset, with the killed child: it sent nothing more
         finally:
             self._connection.close()
 
