@@ -52,6 +52,7 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/group_commit.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/follow.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/async_api.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/versus_eventsourcing.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/legacy_migration.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/projection.py $(BENCH_ARGS)
