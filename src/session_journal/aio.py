@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
+import random
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -47,6 +49,7 @@ from .services.faults import FaultService
 from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
+from .services.tail import SharedTail
 from .store import Store
 from .unit_of_work import UnitOfWork
 from .wakeups import CommitSignal
@@ -60,6 +63,11 @@ DEFAULT_THREADS = 32
 """The worker threads of an `AsyncStore` unless `threads=` says otherwise."""
 MAX_THREADS = 1024
 """The most worker threads an `AsyncStore` may have."""
+SWEEP_S = 1.0
+"""An async follower of one session returns an empty page that moves its cursor past other
+sessions' events at most this often (its own events come as soon as they commit)."""
+WAKE_CHUNK = 64
+"""How many waiting tasks one turn of the event loop wakes (the others in the next turns)."""
 
 
 class _Workers:
@@ -98,23 +106,23 @@ class _Workers:
             withdrawal.cancel()  # queued on the write path: it never commits
             raise
 
-    async def refresh(self, follower: Follower, generation: int) -> None:
+    async def refresh(self, tail: SharedTail, generation: int) -> None:
         """Bring the followers' shared window up to `generation` on a worker; the tasks of this
         loop that ask meanwhile await the same read instead of starting their own."""
         loop = asyncio.get_running_loop()
         pending = self._refreshing.get(loop)
-        if pending is None or pending[0] < generation or pending[1].done():
-            future = asyncio.ensure_future(self.run(follower.refresh_window, generation))
+        if pending is None or pending[1].done() or pending[0] < generation:
+            future = asyncio.ensure_future(self.run(tail.refresh, generation))
             pending = self._refreshing[loop] = (generation, future)
         # Shielded: a waiter cancelled must not cancel the read the others await.
         await asyncio.shield(pending[1])
 
-    def waiters(self, signal: CommitSignal) -> _LoopWaiters:
+    def waiters(self, signal: CommitSignal, tail: SharedTail) -> _LoopWaiters:
         """The waiters of the running loop on `signal` (made on first use)."""
         loop = asyncio.get_running_loop()
         waiters = self._loop_waiters.get(loop)
         if waiters is None:
-            waiters = self._loop_waiters[loop] = _LoopWaiters(signal, loop)
+            waiters = self._loop_waiters[loop] = _LoopWaiters(signal, tail, loop, self)
         return waiters
 
     def shutdown(self) -> None:
@@ -200,10 +208,17 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
     the read of a page runs on a worker. `close()` (or `async with`) ends it; so does closing
     the store."""
 
-    def __init__(self, follower: Follower, workers: _Workers) -> None:
+    def __init__(
+        self, follower: Follower, workers: _Workers, session_id: str | None = None
+    ) -> None:
         self._follower = follower
         self._workers = workers
         self._signal: CommitSignal = follower._signal
+        self._tail: SharedTail = follower._events._tail
+        self._session_id = session_id  # of the filter: woken by that session's events only
+        self._next_sweep = 0.0  # a session follower returns an empty page no sooner
+        self.waiter: asyncio.Future[None] | None = None  # what it waits on, for `close()`
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def cursor(self) -> int:
@@ -243,31 +258,81 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         self, timeout: float | None, *, events_only: bool = False
     ) -> ApiEventPage | None:
         """As `Follower.next_page`, awaited: the next page, or `None` when `timeout` seconds
-        passed first (`None`: no limit), or the follower or the store closed."""
-        follower, signal = self._follower, self._signal
+        passed first (`None`: no limit), or the follower or the store closed. A follower of one
+        session returns an empty page (its cursor moved past other sessions' events) at most
+        once per `SWEEP_S`, and pages with its events as soon as they commit."""
+        self._loop = asyncio.get_running_loop()
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._session_id is not None:
+            return await self._next_of_session(self._session_id, deadline, events_only)
+        follower, signal = self._follower, self._signal
         while not follower.closed and not signal.closed:
             generation = signal.generation  # before the read: a later commit moves it
-            page = follower.poll_in_memory(generation, events_only=events_only)
-            if page is False:  # the window is behind: one read for every task of the loop
-                await self._workers.refresh(follower, generation)
-                page = follower.poll_in_memory(generation, events_only=events_only)
-            found = (  # when the window cannot answer, the database does, on a worker
-                await self._workers.run(follower.poll, generation, events_only=events_only)
-                if page is False
-                else page
-            )
-            if found is not None:
-                return found
+            page = await self._poll(generation, events_only)
+            if page is not None:
+                return page
             left = follower.wait_left(deadline)
             if left <= 0:
                 return None
-            await self._workers.waiters(signal).wait_past(generation, left, follower)
+            await self._workers.waiters(signal, self._tail).wait_past(generation, left, self)
         return None
 
+    async def _next_of_session(
+        self, session_id: str, deadline: float | None, events_only: bool
+    ) -> ApiEventPage | None:
+        follower, signal = self._follower, self._signal
+        waiters = self._workers.waiters(signal, self._tail)
+        while not follower.closed and not signal.closed:
+            # Registered before the read: an event committed after the read wakes it.
+            waiter = self.waiter = waiters.register(session_id)
+            # Read at the window's generation, not the signal's: the window holds every commit
+            # routed so far, and a later commit wakes this waiter once routed. A move of the
+            # signal that no routing followed (nobody of a session waited) is routed now.
+            window = self._tail.snapshot()
+            generation = window.generation if window.filled else signal.generation
+            if signal.generation > generation:
+                waiters.route()
+            try:
+                sweep = not events_only and time.monotonic() >= self._next_sweep
+                page = await self._poll(generation, not sweep)
+                if page is not None:  # the next sweep: spread, so followers do not sweep at once
+                    self._next_sweep = time.monotonic() + SWEEP_S * (0.5 + random.random())
+                    return page
+                left = follower.wait_left(deadline)
+                if not events_only:  # come back to move the cursor by the next sweep
+                    left = min(left, max(0.0, self._next_sweep - time.monotonic()) + 0.001)
+                if left <= 0:
+                    return None
+                try:
+                    async with asyncio.timeout(left):
+                        await waiter
+                except TimeoutError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return None
+            finally:
+                waiters.unregister(session_id, waiter)
+                self.waiter = None
+        return None
+
+    async def _poll(self, generation: int, events_only: bool) -> ApiEventPage | None:
+        """`Follower.poll` without blocking the loop: from the shared window in memory (read
+        again first, once for all the loop's tasks, when it is behind), else on a worker."""
+        follower = self._follower
+        page = follower.poll_in_memory(generation, events_only=events_only)
+        while page == "behind":
+            await self._workers.refresh(self._tail, generation)
+            page = follower.poll_in_memory(generation, events_only=events_only)
+        if page == "database":
+            return await self._workers.run(follower.poll, generation, events_only=events_only)
+        return page
+
     def close(self) -> None:
-        """End the iteration (a `next_page` in progress returns `None`)."""
+        """End the iteration (a `next_page` in progress returns `None`); from any thread."""
         self._follower.close()
+        waiter, loop = self.waiter, self._loop
+        if waiter is not None and loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits
+                loop.call_soon_threadsafe(_set_if_pending, waiter)
 
     async def aclose(self) -> None:
         """`close()`, for `contextlib.aclosing`."""
@@ -331,19 +396,44 @@ class AsyncEventService(_Service[EventService]):
         self, event_filter: ApiEventFilter | None, cursor: int, limit: int
     ) -> AsyncFollower:
         return AsyncFollower(
-            Follower(self._service, event_filter, cursor, page_size(limit)), self._workers
+            Follower(self._service, event_filter, cursor, page_size(limit)),
+            self._workers,
+            None if event_filter is None else event_filter.session_id,
         )
+
+
+def _set_if_pending(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _LoopWaiters:
     """The tasks of one event loop waiting on one commit signal: the signal calls back once per
-    move (`call_soon_threadsafe`, coalesced while a wake-up is pending), and the loop wakes them
-    all, whatever their number."""
+    move (`call_soon_threadsafe`, coalesced while a wake-up is pending), and the loop wakes the
+    tasks, whatever their number.
 
-    def __init__(self, signal: CommitSignal, loop: asyncio.AbstractEventLoop) -> None:
+    Two kinds of waiters. A follower without a session filter waits for the signal to move, and
+    each move wakes it. A follower of one session waits for *its* session: on each move the loop
+    reads the followers' window once (on a worker) and wakes only the followers of the sessions
+    that have new events there (all of them when the window cannot tell), so that a thousand
+    followers of a thousand sessions cost one wake-up per event, not a thousand."""
+
+    def __init__(
+        self,
+        signal: CommitSignal,
+        tail: SharedTail,
+        loop: asyncio.AbstractEventLoop,
+        workers: _Workers,
+    ) -> None:
         self._signal = signal
+        self._tail = tail
+        self._workers = workers
         self._loop = weakref.ref(loop)  # the store's registry of loops must not keep one alive
         self._waiters: set[asyncio.Future[None]] = set()
+        self._sessions: dict[str, set[asyncio.Future[None]]] = {}
+        self._routed: int | None = None  # the window's `covered` when sessions were last woken
+        self._routing: asyncio.Task[None] | None = None
+        self._route_again = False
         self._scheduled = False
         signal.add_listener(self._told)
 
@@ -362,11 +452,52 @@ class _LoopWaiters:
     def _wake(self) -> None:  # on the loop
         self._scheduled = False
         waiters, self._waiters = self._waiters, set()
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._release(list(waiters))
+        if self._signal.closed:
+            self._release([w for ws in self._sessions.values() for w in ws])
+        elif self._sessions:
+            self.route()
 
-    async def wait_past(self, generation: int, timeout: float, follower: Follower) -> None:
+    def route(self) -> None:
+        """Wake the followers of the sessions with new events (after a read of the window), or
+        read again once the read in progress is over."""
+        if self._routing is None:
+            self._routing = asyncio.ensure_future(self._route())
+        else:
+            self._route_again = True
+
+    async def _route(self) -> None:
+        """Read the window up to the signal's generation and wake the followers of the sessions
+        with new events in it; again while the signal moved meanwhile."""
+        try:
+            while True:
+                self._route_again = False
+                await self._workers.refresh(self._tail, self._signal.generation)
+                window = self._tail.snapshot()
+                touched = window.sessions_after(self._routed)
+                self._routed = window.covered if window.filled else None
+                if touched is None:  # the window cannot tell: every follower looks
+                    self._release([w for ws in self._sessions.values() for w in ws])
+                else:
+                    self._release([w for s in touched for w in self._sessions.get(s, ())])
+                if not self._route_again:
+                    return
+        except Exception:  # a failed read: every follower reads for itself (and gets the error)
+            self._routed = None
+            self._release([w for ws in self._sessions.values() for w in ws])
+        finally:
+            self._routing = None
+
+    def _release(self, waiters: list[asyncio.Future[None]]) -> None:
+        """Wake `WAKE_CHUNK` waiters now and the rest in later turns of the loop, so that the
+        loop's other tasks (and timers) run between the chunks, however many tasks wait."""
+        for waiter in waiters[:WAKE_CHUNK]:
+            if not waiter.done():  # a waiter cancelled or woken meanwhile is left alone
+                waiter.set_result(None)
+        if len(waiters) > WAKE_CHUNK:
+            asyncio.get_running_loop().call_soon(self._release, waiters[WAKE_CHUNK:])
+
+    async def wait_past(self, generation: int, timeout: float, follower: AsyncFollower) -> None:
         """Until the signal moves past `generation` or closes, `follower` closes, or `timeout`
         seconds pass."""
         signal = self._signal
@@ -374,16 +505,34 @@ class _LoopWaiters:
         try:
             async with asyncio.timeout(timeout):
                 while signal.generation == generation and not (signal.closed or follower.closed):
-                    waiter = asyncio.get_running_loop().create_future()
+                    waiter = follower.waiter = asyncio.get_running_loop().create_future()
                     self._waiters.add(waiter)
                     try:
                         await waiter
                     finally:
                         self._waiters.discard(waiter)
+                        follower.waiter = None
         except TimeoutError:
             pass
         finally:
             signal.waiter_left()
+
+    def register(self, session_id: str) -> asyncio.Future[None]:
+        """A waiter for the next events of `session_id` (register before reading, so that no
+        event committed after the read goes unnoticed); `unregister` it afterwards."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._sessions.setdefault(session_id, set()).add(waiter)
+        self._signal.waiter_joined()
+        return waiter
+
+    def unregister(self, session_id: str, waiter: asyncio.Future[None]) -> None:
+        """Forget a waiter of `register`."""
+        self._signal.waiter_left()
+        waiters = self._sessions.get(session_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self._sessions[session_id]
 
 
 class AsyncStore:

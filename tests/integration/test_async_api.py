@@ -19,7 +19,7 @@ from session_journal import (
     SessionFault,
     StoreClosed,
 )
-from session_journal.aio import AsyncFollower, AsyncStore
+from session_journal.aio import SWEEP_S, AsyncFollower, AsyncStore
 from session_journal.journal.writer import JournalWriter
 from session_journal.unit_of_work import UnitOfWork
 from tests.factories import JournalEnvelopeFactory, SessionFactory
@@ -303,3 +303,36 @@ def test_the_journal_writer_flushes_and_closes_from_async_code(tmp_path: Path) -
         return flushed.persisted, len((tmp_path / "s-1" / "events.jsonl").read_text().splitlines())
 
     assert asyncio.run(main()) == (True, 3)
+
+
+def test_a_follower_of_one_session_is_woken_by_its_events_only(migrated_url: str) -> None:
+    async def body(store: AsyncStore) -> list[tuple[list[str], int] | None]:
+        for session_id in ("a", "b"):
+            await store.sessions.save(SessionFactory.build(id=session_id))
+        start = await store.events.latest_seq()
+        follower = await store.events.follow(ApiEventFilter(session_id="a"), after_seq=start)
+        seen: list[tuple[list[str], int] | None] = []
+
+        async def next_page(timeout: float) -> None:
+            page = await follower.next_page(timeout)
+            seen.append(None if page is None else (messages_of(page), page.next_after_seq - start))
+
+        await store.faults.record_startup_fault("b", "b-1")
+        await next_page(LONG_S)  # the first page moves the cursor past b's event at once
+        await store.faults.record_startup_fault("b", "b-2")
+        await next_page(0.2)  # b's events alone do not wake it (until its next sweep)
+        task = asyncio.create_task(next_page(LONG_S))
+        await asyncio.sleep(0.05)
+        await store.faults.record_startup_fault("a", "a-1")  # its own event: at once
+        await task
+        await asyncio.sleep(SWEEP_S * 1.5 + 0.1)
+        await store.faults.record_startup_fault("b", "b-3")
+        await next_page(LONG_S)  # by its next sweep, the cursor moves past b-3
+        follower.close()
+        return seen
+
+    assert scenario(migrated_url, body) == [([], 1), None, (["a-1"], 3), ([], 4)]
+
+
+def messages_of(page: Any) -> list[str]:
+    return [event.event.message for event in page.events]

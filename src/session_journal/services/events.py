@@ -89,20 +89,23 @@ class Follower(Iterator[ApiEventPage]):
 
     def poll_in_memory(
         self, generation: int, *, events_only: bool = False
-    ) -> ApiEventPage | Literal[False] | None:
-        """`poll`, but only if it can be answered without a read of the database or a wait for
-        a lock (from an event loop): `False` when it cannot (then `refresh_window(generation)`
-        on a thread and ask again, or `poll` on a thread)."""
+    ) -> ApiEventPage | Literal["behind", "database"] | None:
+        """`poll`, but only if it can be answered from memory without waiting for a lock (from
+        an event loop): `"behind"` when the shared window is older than `generation` or busy
+        (`refresh_window(generation)` on a thread, then ask again); `"database"` when only the
+        database can answer (`poll` on a thread)."""
         stale = self._read_at is not None and self._stale()
         if self._read_at == generation and not stale:
             return None
         if stale:
-            return False
+            return "database"
         cursor = self._next_cursor()
         event_filter = self._filter or ApiEventFilter()
         served = self._events._tail.page_in_memory(event_filter, cursor, self._limit, generation)
-        if served is None or served is False:
-            return False
+        if served is False:
+            return "behind"
+        if served is None:
+            return "database"
         latest, rows = served
         page = self._checked(cursor, page_after(cursor, latest, stored_events(rows)))
         return self._took(page, generation, events_only)

@@ -2,22 +2,25 @@
 which followers at or near the frontier are served without a query of their own.
 
 The window holds the stored rows of the events with `lo < seq <= covered`, every one of them,
-and the frontier `hi` (`covered == hi` unless more than a window committed at once), all read
-in one snapshot together with which of those events still exist and their session's workspace.
-It answers a page for that range exactly as `load` would have at that snapshot: the events of a
-session deleted since are gone (which events exist is read again each time, so a session id
-used again after a delete is no confusion), a workspace filter uses each session's workspace as
-the database says, and nothing uncommitted is in it. It is refreshed by one reader for each
-move of the store's wake-up signal (whichever follower comes first, under a lock; the others
-then read memory): two statements, the new rows after `covered` with the frontier, and the
-seqs and workspaces of the events after `lo`. A follower whose cursor is below `lo`, or
-whose page the window cannot complete, reads the database as `load` does.
+and the frontier `hi` (`covered == hi` unless more than a window committed at once), all read in
+one snapshot together with which of those events still exist and their session's workspace. It
+answers a page for that range exactly as `load` would have at that snapshot: the events of a
+session deleted since are gone (which events exist is read again each time, so a session id used
+again after a delete is no confusion), a workspace filter uses each session's workspace as the
+database says, and nothing uncommitted is in it. It is refreshed by one reader for each move of
+the store's wake-up signal (whichever follower comes first, under a lock; the others then read
+memory): each read publishes a new window and never changes a published one, so a reader takes
+no lock (an event loop reads it without waiting). A read is two statements, the new rows after
+`covered` with the frontier, and the seqs and workspaces of the events after `lo`. A follower
+whose cursor is below `lo`, or whose page the window cannot complete, reads the database as
+`load` does.
 """
 
 from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Literal
 
@@ -44,13 +47,8 @@ class SharedTail:
         self._transactions = transactions
         self._max_events = options.follow_window_events if max_events is None else max_events
         self._max_bytes = options.follow_window_bytes if max_bytes is None else max_bytes
-        self._lock = threading.Lock()
-        self._generation = -1  # of the signal, when the window was last read
-        self._filled = False
-        self._lo = self._covered = self._hi = 0
-        self._rows: list[Row] = []  # in seq order
-        self._bytes = 0
-        self._present: dict[int, str | None] = {}  # seq of an event that exists: its workspace
+        self._lock = threading.Lock()  # one refresh at a time; readers never take it
+        self._window = _Window(generation=-1, filled=False, lo=0, covered=0, hi=0)
         self.refreshes = 0
         """How many times the window was read (for tests and benchmarks)."""
 
@@ -62,88 +60,113 @@ class SharedTail:
         asked; `None` when the window cannot answer (read the database)."""
         if self._max_events == 0:
             return None
-        with self._lock:
-            if generation > self._generation:
-                self._refresh(generation)
-            return self._answer(event_filter, cursor, limit)
+        self.refresh(generation)
+        return self._window.answer(event_filter, cursor, limit)
 
     def page_in_memory(
         self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
     ) -> tuple[int, list[Row]] | Literal[False] | None:
-        """`page`, but only if it needs neither a read of the database nor a wait for the lock
-        (an event loop calls it): `False` when the window is behind `generation` (call
-        `refresh(generation)` on a thread first) or busy; otherwise what `page` returns."""
+        """`page`, but only from memory, never waiting (an event loop calls it): `False` when
+        the window is older than `generation` (call `refresh(generation)` on a thread first);
+        otherwise what `page` returns."""
         if self._max_events == 0:
             return None
-        if not self._lock.acquire(blocking=False):
+        window = self._window  # a snapshot: a refresh publishes a new one, never changes it
+        if generation > window.generation:
             return False
-        try:
-            if generation > self._generation:
-                return False
-            return self._answer(event_filter, cursor, limit)
-        finally:
-            self._lock.release()
+        return window.answer(event_filter, cursor, limit)
+
+    def snapshot(self) -> _Window:
+        """The window as last read (never changed afterwards)."""
+        return self._window
 
     def refresh(self, generation: int) -> None:
         """Read the window again unless it is as recent as `generation` already."""
-        if self._max_events == 0:
+        if self._max_events == 0 or generation <= self._window.generation:
             return
         with self._lock:
-            if generation > self._generation:
+            if generation > self._window.generation:
                 self._refresh(generation)
 
-    def _answer(
+    def _refresh(self, generation: int) -> None:
+        """Read what committed since the window's last read and publish the new window (the
+        lock held); a failed read publishes nothing."""
+        old = self._window
+        with self._transactions.reading("read the followers' window") as uow:
+            if not old.filled:  # start empty at the frontier
+                hi = uow.events.latest_seq()
+                window = _Window(generation, filled=True, lo=hi, covered=hi, hi=hi)
+            else:
+                hi, new = uow.events.rows_after(old.covered, self._max_events)
+                covered = new[-1][0] if len(new) == self._max_events else hi
+                rows = old.rows + new
+                size = old.size + sum(len(row[3]) for row in new)
+                drop = 0
+                while drop < len(rows) and (
+                    len(rows) - drop > self._max_events or size > self._max_bytes
+                ):
+                    size -= len(rows[drop][3])
+                    drop += 1
+                lo = rows[drop - 1][0] if drop else old.lo
+                window = _Window(
+                    generation,
+                    filled=True,
+                    lo=lo,
+                    covered=covered,
+                    hi=hi,
+                    rows=rows[drop:],
+                    size=size,
+                    present=uow.events.present_after(lo, covered),
+                )
+        self._window = window
+        self.refreshes += 1
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One published state of the window: the rows of the events with `lo < seq <= covered`,
+    the frontier `hi`, which of those events still exist (with their session's workspace), all
+    read in one snapshot at the signal's `generation`. Never changed once published, so a
+    reader needs no lock."""
+
+    generation: int
+    filled: bool
+    lo: int
+    covered: int
+    hi: int
+    rows: list[Row] = field(default_factory=list)  # in seq order
+    size: int = 0  # body bytes
+    present: dict[int, str | None] = field(default_factory=dict)
+
+    def sessions_after(self, seq: int | None) -> set[str] | None:
+        """The sessions of the window's events with a seq above `seq`; `None` when the window
+        cannot tell (`seq` unknown or below the window, or events beyond it)."""
+        if seq is None or not self.filled or seq < self.lo or self.covered < self.hi:
+            return None
+        return {row[1] for row in self.rows[bisect_right(self.rows, seq, key=_seq) :]}
+
+    def answer(
         self, event_filter: ApiEventFilter, cursor: int, limit: int
     ) -> tuple[int, list[Row]] | None:
-        """The page from the window as it is (the lock held)."""
-        if not self._lo <= cursor <= self._hi:
+        """The frontier and the page after `cursor`, or `None` when the window cannot answer."""
+        if not self.filled or not self.lo <= cursor <= self.hi:
             # Behind the window; or ahead of it: the reader saw newer rows in the database
             # than this window holds (a commit not signalled yet). The database answers.
             return None
+        after = self.rows[bisect_right(self.rows, cursor, key=_seq) :]
+        session_id, workspace_id = event_filter.session_id, event_filter.workspace_id
+        if session_id is not None:  # most followers follow one session: narrow it first
+            after = [row for row in after if row[1] == session_id]
         rows: list[Row] = []
-        for row in self._rows[bisect_right(self._rows, cursor, key=_seq) :]:
-            if len(rows) >= limit:
-                break
-            if row[0] not in self._present:
+        present = self.present
+        for row in after:
+            if row[0] not in present:
                 continue  # deleted since (with its session)
-            if event_filter.session_id not in (None, row[1]):
-                continue
-            if event_filter.workspace_id is not None and (
-                self._present[row[0]] != event_filter.workspace_id
-            ):
+            if workspace_id is not None and present[row[0]] != workspace_id:
                 continue
             rows.append(row)
-        if len(rows) < limit and self._covered < self._hi:
+            if len(rows) >= limit:
+                break
+        if len(rows) < limit and self.covered < self.hi:
             return None  # the rest of the page is beyond the window
-        return self._hi, rows
-
-    def _refresh(self, generation: int) -> None:
-        with self._transactions.reading("read the followers' window") as uow:
-            if not self._filled:  # start empty at the frontier
-                self._hi = self._lo = self._covered = uow.events.latest_seq()
-                self._rows, self._bytes = [], 0
-                self._present = {}
-                self._filled = True
-            else:
-                hi, new = uow.events.rows_after(self._covered, self._max_events)
-                self._hi = hi
-                self._covered = new[-1][0] if len(new) == self._max_events else hi
-                self._rows.extend(new)
-                self._bytes += sum(len(row[3]) for row in new)
-                self._trim()
-                self._present = uow.events.present_after(self._lo, self._covered)
-        self._generation = generation
-        self.refreshes += 1
-
-    def _trim(self) -> None:
-        drop = 0
-        size = self._bytes
-        while drop < len(self._rows) and (
-            len(self._rows) - drop > self._max_events or size > self._max_bytes
-        ):
-            size -= len(self._rows[drop][3])
-            drop += 1
-        if drop:
-            self._lo = self._rows[drop - 1][0]
-            del self._rows[:drop]
-            self._bytes = size
+        return self.hi, rows
