@@ -150,6 +150,18 @@ def rollback_quietly(connection: sa.Connection) -> None:
         pass
 
 
+def abort(connection: sa.Connection) -> None:
+    """Roll back the driver's transaction under SQLAlchemy, for a commit that failed before the
+    driver was asked (SQLAlchemy then considers its transaction over, and would return the
+    connection to its pool with the transaction still open). If even the rollback fails, the
+    driver connection is closed and dropped from the pool: a closed connection commits nothing
+    (the server rolls back)."""
+    try:
+        connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+    except Exception:
+        connection.connection.invalidate()
+
+
 def rollback(connection: sa.Connection) -> None:
     """Roll the transaction back, whether or not a statement went through SQLAlchemy."""
     if connection.in_transaction():

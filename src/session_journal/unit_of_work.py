@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -347,9 +347,21 @@ class UnitOfWork:
         self._committer(self)
 
     def end(self, reason: str) -> None:
-        """Its transaction is over (`reason` says how): appends and service calls are refused
-        from now on; events still queued are dropped (their transaction did not commit)."""
+        """Its transaction is over (`reason` says how): appends, service calls and its
+        repositories' reads and writes are refused from now on (`SessionJournalError`), rather
+        than run outside the transaction they were given for; events still queued are dropped
+        (their transaction did not commit)."""
         self.events.end(reason)
+        ended = cast(sa.Connection, _EndedConnection(reason))
+        for repository in (
+            self.sessions,
+            self.events,
+            self.activity,
+            self.checkpoints,
+            self.projection,
+            self.project_events,
+        ):
+            repository._connection = ended
 
     def run_nested(self, fn: Callable[[UnitOfWork], T], action: str) -> T:
         """Run a service's function inside this unit of work (`uow=`), atomically: in a
@@ -387,6 +399,20 @@ class UnitOfWork:
         self.events.discard_after(mark)
         with translate_errors(f"undo {action}"):
             driver.rollback_nested(self.connection)
+
+
+class _EndedConnection:
+    """What the repositories of an ended unit of work have for a connection: any use of it is
+    refused, naming how the unit of work ended."""
+
+    def __init__(self, reason: str) -> None:
+        self._reason = reason
+
+    def __getattr__(self, name: str) -> object:
+        raise SessionJournalError(
+            f"this unit of work has ended ({self._reason}); its repositories no longer read or "
+            "write, and nothing was written"
+        )
 
 
 class ReadUnitOfWork:

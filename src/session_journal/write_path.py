@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from . import driver
+from . import bound, driver
 from .config import StoreOptions
 from .db import is_conflict, is_database_error, storage_error, translate_errors
 from .errors import SessionJournalError, StorageError, StoreClosed, TransientStorageError
@@ -288,6 +288,15 @@ class WritePath:
                 f"{call.action}: a write was started inside a unit of work of the same store "
                 "(a `unit_of_work()` block or a function the write path runs); use the unit of "
                 "work's repositories instead"
+            )
+        if bound.holds_binding(self.owner):
+            # This thread holds a transaction of the caller bound to the store: on SQLite it
+            # holds the write lock, on PostgreSQL maybe the rows the call needs.
+            raise SessionJournalError(
+                f"{call.action}: this thread holds a transaction bound to this store "
+                "(store.bind) that has not ended; pass uow=<its unit of work> to make the call "
+                "inside it, or commit or roll back that transaction first (else the call would "
+                "wait for it)"
             )
         with self._idle:
             if self._closed:

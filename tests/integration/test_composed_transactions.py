@@ -3,6 +3,7 @@ to the caller's own Connection or Session (the transactional outbox)."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -319,6 +320,8 @@ def test_binding_checks_the_connection(
 ) -> None:
     with pytest.raises(InvalidRecord, match="Connection or Session, got str"):
         store.bind("sqlite:///elsewhere.db")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord, match="Session has no engine or connection"):
+        store.bind(Session())
     (tmp_path / "other").mkdir()
     with database_url(backend, tmp_path / "other") as other_url:
         other = sa.create_engine(other_url)
@@ -352,3 +355,204 @@ def test_saving_a_session_record_through_the_outbox_keeps_its_fault_rule(
         connection.commit()
     page = store.events.load(ApiEventFilter(session_id="s-1"), after_seq=0)
     assert [event.event.message for event in page.events] == ["boom"]  # an unchanged re-save: none
+
+
+# --- the outbox: what a failed commit, savepoints, threads and abandoned connections leave ----
+
+
+def one_connection_engine(store: Store, backend: str) -> sa.Engine:
+    """The host's engine with a pool of one connection: every transaction reuses it."""
+    engine = sa.create_engine(store.url, pool_size=1, max_overflow=0, pool_timeout=5)
+    if backend == "sqlite":
+        sa.event.listen(engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA foreign_keys=ON"))
+    return engine
+
+
+def test_a_failed_outbox_commit_leaves_nothing_open_for_the_next_user_of_the_connection(
+    store: Store, host_engine: sa.Engine, backend: str
+) -> None:
+    engine = one_connection_engine(store, backend)
+    store.sessions.save(SessionFactory(id="s-1"))
+    # a caller that neither rolls back nor retries: the Session just closes, then the
+    # Connection just closes
+    with Session(engine) as session:
+        uow = store.bind(session)
+        session.execute(ORDERS.insert().values(order_id="order-1", session_id="s-1"))
+        uow.events.append("s-1", 1, fault("orphan"))
+        session.execute(sa.text("DELETE FROM sessions WHERE session_id = 's-1'"))
+        with pytest.raises(IntegrityViolation, match="commit the events of a unit of work"):
+            session.commit()
+    with engine.connect() as connection:
+        uow = store.bind(connection)
+        connection.execute(ORDERS.insert().values(order_id="order-2", session_id="s-1"))
+        uow.events.append("s-1", 1, fault("orphan"))
+        connection.execute(sa.text("DELETE FROM sessions WHERE session_id = 's-1'"))
+        with pytest.raises(IntegrityViolation, match="commit the events of a unit of work"):
+            connection.commit()
+        assert not connection.in_transaction()
+    # the next transaction on the pooled connection commits its own row, and only it
+    with engine.begin() as connection:
+        connection.execute(ORDERS.insert().values(order_id="order-3", session_id="s-1"))
+    assert orders(host_engine) == ["order-3"]
+    assert store.sessions.get("s-1") is not None  # the deletes were rolled back
+    assert (feed(store), store.events.latest_seq()) == ([], 0)
+    store.faults.record_startup_fault("s-1", "next")  # no lock left held: does not wait
+    assert feed(store) == [(1, "s-1", "session_fault")]
+    engine.dispose()
+
+
+def test_a_session_savepoint_rolled_back_undoes_the_service_calls_made_in_it(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    with Session(host_engine) as session:
+        uow = store.bind(session)
+        store.faults.record_startup_fault("s-1", "kept", uow=uow)
+        # no statement goes through the Session inside the savepoint: only service calls
+        with pytest.raises(ValueError, match="step aborted"), session.begin_nested():
+            store.sessions.save(SessionFactory(id="s-9", last_error="boom"), uow=uow)
+            store.faults.record_startup_fault("s-1", "undone", uow=uow)
+            raise ValueError("step aborted")
+        with session.begin_nested():
+            uow.events.append("s-1", 2, fault("released"))
+        session.commit()
+    assert store.sessions.get("s-9") is None
+    page = store.events.load(after_seq=0)
+    assert [event.event.message for event in page.events] == ["kept", "released"]
+
+
+def test_a_savepoint_opened_before_binding_and_rolled_back_takes_the_events_with_it(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    with host_engine.connect() as connection:
+        connection.begin()
+        savepoint = connection.begin_nested()
+        uow = store.bind(connection)
+        uow.events.append("s-1", 1, fault("connection: undone"))
+        savepoint.rollback()
+        uow.events.append("s-1", 2, fault("connection: kept"))
+        connection.commit()
+    with Session(host_engine) as session:
+        savepoint_of_session = session.begin_nested()
+        uow = store.bind(session)
+        store.faults.record_startup_fault("s-1", "session: undone", uow=uow)
+        savepoint_of_session.rollback()
+        store.faults.record_startup_fault("s-1", "session: kept", uow=uow)
+        session.commit()
+    page = store.events.load(after_seq=0)
+    messages = [event.event.message for event in page.events]
+    assert messages == ["connection: kept", "session: kept"]
+
+
+def test_rolling_back_an_outer_savepoint_drops_the_events_of_the_inner_ones_too(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    with host_engine.connect() as connection:
+        uow = store.bind(connection)
+        uow.events.append("s-1", 1, fault("before"))
+        outer = connection.begin_nested()
+        connection.execute(ORDERS.insert().values(order_id="order-1", session_id="s-1"))
+        uow.events.append("s-1", 2, fault("in the outer savepoint"))
+        connection.begin_nested()  # the inner one, still open when the outer is rolled back
+        uow.events.append("s-1", 3, fault("in the inner savepoint"))
+        with pytest.warns(sa.exc.SAWarning, match="already deassociated"):
+            outer.rollback()
+        uow.events.append("s-1", 4, fault("after"))
+        connection.commit()
+    page = store.events.load(after_seq=0)
+    assert [event.event.message for event in page.events] == ["before", "after"]
+    assert orders(host_engine) == []
+
+
+def test_binding_refuses_an_autocommit_connection(
+    store: Store, host_engine: sa.Engine, backend: str
+) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    engine_level = sa.create_engine(store.url, isolation_level="AUTOCOMMIT")
+    if backend == "sqlite":
+        sa.event.listen(
+            engine_level, "connect", lambda dbapi, _: dbapi.execute("PRAGMA foreign_keys=ON")
+        )
+    for engine in (host_engine.execution_options(isolation_level="AUTOCOMMIT"), engine_level):
+        with engine.connect() as connection, pytest.raises(InvalidRecord, match="AUTOCOMMIT"):
+            store.bind(connection)
+        with Session(engine) as session, pytest.raises(InvalidRecord, match="AUTOCOMMIT"):
+            store.bind(session)
+    engine_level.dispose()
+    store.faults.record_startup_fault("s-1", "next")
+    assert feed(store) == [(1, "s-1", "session_fault")]
+
+
+@pytest.mark.sync_api  # the async API runs each call on a worker thread, which binds nothing
+def test_a_write_without_uow_from_the_thread_holding_a_bound_transaction_is_refused(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    with host_engine.connect() as connection:
+        uow = store.bind(connection)
+        store.sessions.save(SessionFactory(id="s-1", last_error="locked by the outbox"), uow=uow)
+        with pytest.raises(SessionJournalError, match=r"holds a transaction bound .*uow="):
+            store.faults.record_startup_fault("s-1", "forgot uow=")
+        with (
+            pytest.raises(SessionJournalError, match="holds a transaction bound"),
+            store.unit_of_work(),
+        ):
+            pass
+        assert store.sessions.get("s-1") is not None  # reads do not wait: allowed
+        connection.commit()
+        store.faults.record_startup_fault("s-1", "after the commit")  # the thread is free
+    # a transaction bound here and committed by another thread frees this one too
+    with host_engine.connect() as connection:
+        uow = store.bind(connection)
+        store.faults.record_startup_fault("s-1", "outbox", uow=uow)
+        committer = threading.Thread(target=connection.commit)
+        committer.start()
+        committer.join()
+        store.faults.record_startup_fault("s-1", "after the other thread's commit")
+    page = store.events.load(after_seq=0)
+    assert [event.event.message for event in page.events] == [
+        "locked by the outbox",
+        "after the commit",
+        "outbox",
+        "after the other thread's commit",
+    ]
+
+
+@pytest.mark.sync_api  # the same thread binds and then writes
+def test_an_abandoned_bound_connection_is_collected_and_returned_to_its_pool(
+    store: Store, backend: str
+) -> None:
+    engine = one_connection_engine(store, backend)
+    store.sessions.save(SessionFactory(id="s-1"))
+
+    def handler() -> None:
+        connection = engine.connect()  # never closed: the error path forgets it
+        uow = store.bind(connection)
+        uow.events.append("s-1", 1, fault("abandoned"))
+        raise RuntimeError("request failed")
+
+    with pytest.raises(RuntimeError, match="request failed"):
+        handler()
+    gc.collect()
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    store.faults.record_startup_fault("s-1", "next")  # no lock held, nor this thread marked
+    assert feed(store) == [(1, "s-1", "session_fault")]
+    page = store.events.load(after_seq=0)
+    assert [event.event.message for event in page.events] == ["next"]
+    engine.dispose()
+
+
+def test_the_repositories_of_an_ended_bound_unit_of_work_refuse_to_write(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    with host_engine.connect() as connection:
+        uow = store.bind(connection)
+        connection.commit()
+        with pytest.raises(SessionJournalError, match="has ended \\(its transaction committed\\)"):
+            uow.sessions.upsert(SessionFactory(id="late"))
+        with pytest.raises(SessionJournalError, match="has ended"):
+            uow.activity.put("late", ActivityFactory().model_dump_json())
+        connection.commit()
+    assert store.sessions.get("late") is None
