@@ -1,0 +1,41 @@
+"""The async API has every method of the sync services, under the same names, awaitable."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from session_journal import aio
+from session_journal.services.activity import ActivityService
+from session_journal.services.checkpoints import CheckpointService
+from session_journal.services.events import EventService
+from session_journal.services.faults import FaultService
+from session_journal.services.index import ProjectIndex
+from session_journal.services.projection import ProjectionService
+from session_journal.services.sessions import SessionService
+
+PAIRS = [
+    (SessionService, aio.AsyncSessionService),
+    (EventService, aio.AsyncEventService),
+    (ActivityService, aio.AsyncActivityService),
+    (FaultService, aio.AsyncFaultService),
+    (CheckpointService, aio.AsyncCheckpointService),
+    (ProjectionService, aio.AsyncProjectionService),
+    (ProjectIndex, aio.AsyncProjectIndex),
+]
+NOT_CALLS = {"writing_in_this_thread"}  # the journal writer's question to the sync index
+
+
+@pytest.mark.parametrize(("sync", "asynchronous"), PAIRS)
+def test_every_service_method_is_awaitable_under_its_name(sync: type, asynchronous: type) -> None:
+    names = {
+        name
+        for name, member in vars(sync).items()
+        if callable(member) and not name.startswith("_") and name not in NOT_CALLS
+    }
+    assert names
+    for name in names:
+        method = getattr(asynchronous, name, None)
+        assert method is not None, f"{asynchronous.__name__} lacks {name}"
+        assert inspect.iscoroutinefunction(method), f"{asynchronous.__name__}.{name}"
