@@ -291,6 +291,9 @@ class AsyncEventService(_Service[EventService]):
 
     load = _awaitable(EventService.load)
     latest_seq = _awaitable(EventService.latest_seq)
+    pruned_through = _awaitable(EventService.pruned_through)
+    plan_prune = _awaitable(EventService.plan_prune)
+    prune = _awaitable(EventService.prune)
 
     @validate_arguments()
     async def wait(

@@ -48,6 +48,7 @@ class SharedTail:
         self._generation = -1  # of the signal, when the window was last read
         self._filled = False
         self._lo = self._covered = self._hi = 0
+        self._pruned = 0  # the floor of the pruned log, from the window's snapshot
         self._rows: list[Row] = []  # in seq order
         self._bytes = 0
         self._present: dict[int, str | None] = {}  # seq of an event that exists: its workspace
@@ -56,10 +57,11 @@ class SharedTail:
 
     def page(
         self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
-    ) -> tuple[int, list[Row]] | None:
-        """The frontier and the rows of the page after `cursor` matching `event_filter`, as
-        `load` would read them, for a reader that saw the signal at `generation` before it
-        asked; `None` when the window cannot answer (read the database)."""
+    ) -> tuple[int, int, list[Row]] | None:
+        """The frontier, the floor of the pruned log and the rows of the page after `cursor`
+        matching `event_filter`, as `load` would read them, for a reader that saw the signal
+        at `generation` before it asked; `None` when the window cannot answer (read the
+        database)."""
         if self._max_events == 0:
             return None
         with self._lock:
@@ -69,7 +71,7 @@ class SharedTail:
 
     def page_in_memory(
         self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
-    ) -> tuple[int, list[Row]] | Literal[False] | None:
+    ) -> tuple[int, int, list[Row]] | Literal[False] | None:
         """`page`, but only if it needs neither a read of the database nor a wait for the lock
         (an event loop calls it): `False` when the window is behind `generation` (call
         `refresh(generation)` on a thread first) or busy; otherwise what `page` returns."""
@@ -94,11 +96,15 @@ class SharedTail:
 
     def _answer(
         self, event_filter: ApiEventFilter, cursor: int, limit: int
-    ) -> tuple[int, list[Row]] | None:
+    ) -> tuple[int, int, list[Row]] | None:
         """The page from the window as it is (the lock held)."""
         if not self._lo <= cursor <= self._hi:
             # Behind the window; or ahead of it: the reader saw newer rows in the database
             # than this window holds (a commit not signalled yet). The database answers.
+            return None
+        if cursor == 0 and self._pruned:
+            # From the oldest retained event: the database answers (rows of a prune under way
+            # are still in the window, and are not retained).
             return None
         rows: list[Row] = []
         for row in self._rows[bisect_right(self._rows, cursor, key=_seq) :]:
@@ -115,18 +121,19 @@ class SharedTail:
             rows.append(row)
         if len(rows) < limit and self._covered < self._hi:
             return None  # the rest of the page is beyond the window
-        return self._hi, rows
+        return self._hi, self._pruned, rows
 
     def _refresh(self, generation: int) -> None:
         with self._transactions.reading("read the followers' window") as uow:
             if not self._filled:  # start empty at the frontier
                 self._hi = self._lo = self._covered = uow.events.latest_seq()
+                self._pruned = uow.events.pruned_through()
                 self._rows, self._bytes = [], 0
                 self._present = {}
                 self._filled = True
             else:
-                hi, new = uow.events.rows_after(self._covered, self._max_events)
-                self._hi = hi
+                hi, pruned, new = uow.events.rows_after(self._covered, self._max_events)
+                self._hi, self._pruned = hi, pruned
                 self._covered = new[-1][0] if len(new) == self._max_events else hi
                 self._rows.extend(new)
                 self._bytes += sum(len(row[3]) for row in new)
