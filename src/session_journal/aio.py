@@ -153,6 +153,7 @@ class AsyncSessionService(_Service[SessionService]):
     get = _awaitable(SessionService.get)
     list = _awaitable(SessionService.list)
     delete = _awaitable(SessionService.delete)
+    remove_ended = _awaitable(SessionService.remove_ended)
 
 
 class AsyncActivityService(_Service[ActivityService]):

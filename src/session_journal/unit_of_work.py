@@ -231,6 +231,14 @@ class ProjectionWrites(ProjectionReads, Protocol):
 # --- The contexts ----------------------------------------------------------------------------
 
 
+class ProjectEventWrites(Protocol):
+    """The project index, as the sessions' removal uses it."""
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session's index rows."""
+        ...
+
+
 class ReadContext(Protocol):
     """A read: the read repositories, and no `commit()`."""
 
@@ -287,6 +295,11 @@ class WriteContext(Protocol):
     @property
     def projection(self) -> ProjectionWrites:
         """Materialized sessions."""
+        ...
+
+    @property
+    def project_events(self) -> ProjectEventWrites:
+        """The project index."""
         ...
 
     def commit(self) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +17,21 @@ from session_journal import (
     CursorAhead,
     CursorExpired,
     InvalidRecord,
+    LifecycleConflict,
     SessionJournalError,
+    SessionState,
     Store,
     migrations,
 )
+from session_journal.journal.search import IndexRow
 from session_journal.services import events as event_service
 from session_journal.unit_of_work import UnitOfWork
-from tests.factories import SessionFactory
+from tests.factories import (
+    ActivityFactory,
+    CheckpointMetadataFactory,
+    RelayChainFactory,
+    SessionFactory,
+)
 from tests.helpers import all_events
 
 pytestmark = pytest.mark.both_apis
@@ -343,3 +352,121 @@ def test_followers_paging_during_a_prune_see_no_hole_without_expiry(
     assert seen["late 0"] == list(range(281, latest + 1))
     assert store.events.pruned_through() == 280
     assert all_events(store)[0].seq == 281
+
+
+SESSION_TABLES = [
+    "sessions",
+    "session_contexts",
+    "session_checkpoints",
+    "api_events",
+    "api_session_activity",
+    "checkpoint_operations",
+    "materialized_sessions",
+    "transcript_items",
+    "project_events",
+]
+
+
+def rows_by_session(store: Store) -> dict[str, dict[str, int]]:
+    """For each table holding rows of sessions: how many rows each session has there."""
+    engine = sa.create_engine(store.url)
+    found: dict[str, dict[str, int]] = {}
+    try:
+        with engine.connect() as connection:
+            for table in SESSION_TABLES:
+                counted = connection.execute(
+                    sa.text(f"SELECT session_id, COUNT(*) FROM {table} GROUP BY session_id")
+                )
+                found[table] = {str(session): int(count) for session, count in counted}
+    finally:
+        engine.dispose()
+    return found
+
+
+def a_session_with_everything(store: Store, session_id: str, state: SessionState) -> None:
+    """A session with a row in every table that holds rows of sessions, then in `state`."""
+    store.sessions.save(
+        SessionFactory(id=session_id, checkpoint=CheckpointMetadataFactory(), last_error="x")
+    )
+    store.activity.record([(session_id, ActivityFactory())], 5)
+    store.projection.apply(session_id, RelayChainFactory())  # events, projection, transcript
+    store.index.insert(
+        [IndexRow(session_id, 1, "2026-11-29T12:00:00Z", "x", None, None, "hi", "{}")]
+    )
+    store.checkpoints.begin(SessionFactory(id=session_id, state=SessionState.CHECKPOINTING), "c")
+    store.sessions.save_lifecycle(SessionFactory(id=session_id, state=state))
+
+
+def test_removing_ended_sessions_deletes_all_their_rows_and_nothing_else(
+    store: Store, tmp_path: Path
+) -> None:
+    tmp_path = tmp_path / "sessions"  # one directory per session
+    tmp_path.mkdir()
+    for session_id, state in [
+        ("closed-1", SessionState.CLOSED),
+        ("error-1", SessionState.ERROR),
+        ("closed-kept", SessionState.CLOSED),
+        ("running-1", SessionState.RUNNING),
+    ]:
+        a_session_with_everything(store, session_id, state)
+        (tmp_path / session_id).mkdir()
+        (tmp_path / session_id / "events.jsonl").write_text("{}\n")
+    before = rows_by_session(store)
+    assert all(len(before[table]) == 4 for table in SESSION_TABLES), before
+    latest = store.events.latest_seq()
+
+    removed = store.sessions.remove_ended(
+        ["error-1", "closed-1", "never-existed"], sessions_dir=tmp_path
+    )
+    assert removed == ["closed-1", "error-1"]
+    kept = {"closed-kept", "running-1"}
+    assert rows_by_session(store) == {
+        table: {session: count for session, count in counts.items() if session in kept}
+        for table, counts in before.items()
+    }
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["closed-kept", "running-1"]
+    assert store.events.latest_seq() == latest  # the frontier stays
+    assert store.events.pruned_through() == 0  # and the holes are no expiry
+    assert store.events.load(after_seq=1).events[0].session_id in kept
+    assert store.sessions.remove_ended(["closed-1"]) == []  # gone already
+
+
+def test_a_session_that_has_not_ended_is_never_removed(store: Store, tmp_path: Path) -> None:
+    tmp_path = tmp_path / "sessions"  # one directory per session
+    tmp_path.mkdir()
+    for session_id, state in [
+        ("closed-1", SessionState.CLOSED),
+        ("running-1", SessionState.RUNNING),
+        ("closing-1", SessionState.CLOSING),
+    ]:
+        store.sessions.save(SessionFactory(id=session_id, state=state))
+        store.faults.record_startup_fault(session_id, "m")
+        (tmp_path / session_id).mkdir()
+    before = rows_by_session(store)
+    with pytest.raises(LifecycleConflict) as refused:
+        store.sessions.remove_ended(["closed-1", "running-1", "closing-1"], sessions_dir=tmp_path)
+    assert str(refused.value) == (
+        "remove ended sessions: 2 session(s) have not ended: 'closing-1' (closing), "
+        "'running-1' (running); only closed or error sessions are removed; nothing was removed"
+    )
+    assert rows_by_session(store) == before
+    assert len(list(tmp_path.iterdir())) == 3
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"session_ids": "closed-1"}, "session ids must be a sequence of session ids"),
+        ({"session_ids": ["../x"]}, "invalid id"),
+        ({"session_ids": [f"s{n}" for n in range(1001)]}, "at most 1000 sessions per call"),
+        ({"session_ids": ["closed-1"], "sessions_dir": 5}, "sessions_dir must be a path"),
+        ({"session_ids": ["closed-1"], "sessions_dir": "/nonexistent/x"}, "is not a directory"),
+    ],
+)
+def test_bad_arguments_remove_nothing(
+    store: Store, arguments: dict[str, Any], message: str
+) -> None:
+    store.sessions.save(SessionFactory(id="closed-1", state=SessionState.CLOSED))
+    with pytest.raises(InvalidRecord, match=message):
+        store.sessions.remove_ended(**arguments)
+    assert store.sessions.get("closed-1") is not None
