@@ -304,6 +304,13 @@ class FakeProjection:
         return list(self._state.transcripts.get(session_id, []))
 
 
+class FakeProjectEvents:
+    """`ProjectEventWrites`: the fake state holds no project index."""
+
+    def delete_session(self, session_id: str) -> None:
+        return None
+
+
 class FakeUnitOfWork:
     """`WriteContext` (and, in a read, `ReadContext`) over one copy of the state."""
 
@@ -315,6 +322,7 @@ class FakeUnitOfWork:
         self.activity = FakeActivity(state)
         self.checkpoints = FakeCheckpoints(state)
         self.projection = FakeProjection(state)
+        self.project_events = FakeProjectEvents()
         self.committed = False
 
     def commit(self) -> None:
