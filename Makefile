@@ -57,6 +57,7 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/legacy_migration.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/projection.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/journal.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/retention.py $(BENCH_ARGS)
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -158,9 +158,24 @@ class FakeEvents:
     def latest_seq(self) -> int:
         return self._state.latest_seq
 
+    def pruned_through(self) -> int:
+        return 0
+
+    def prune_horizon(self, older_than_ms: int) -> int:
+        raise NotImplementedError("pruning is tested on the databases")
+
+    def count_through(self, through_seq: int) -> int:
+        return sum(1 for event in self._state.events if event.seq <= through_seq)
+
+    def raise_floor(self, through_seq: int) -> bool:
+        raise NotImplementedError("pruning is tested on the databases")
+
+    def delete_pruned(self, through_seq: int, limit: int) -> int:
+        raise NotImplementedError("pruning is tested on the databases")
+
     def page(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
-    ) -> tuple[int, list[ApiEvent]]:
+    ) -> tuple[int, int, list[ApiEvent]]:
         sessions = self._state.sessions
         matching = [
             ApiEvent(
@@ -174,15 +189,17 @@ class FakeEvents:
             and event_filter.session_id in (None, event.session_id)
             and event_filter.workspace_id in (None, sessions[event.session_id].workspace_id)
         ]
-        return self._state.latest_seq, matching[:limit]
+        return self._state.latest_seq, 0, matching[:limit]
 
-    def rows_after(self, after_seq: int, limit: int) -> tuple[int, list[tuple[int, str, int, str]]]:
+    def rows_after(
+        self, after_seq: int, limit: int
+    ) -> tuple[int, int, list[tuple[int, str, int, str]]]:
         rows = [
             (event.seq, event.session_id, event.recorded_at_ms, event.body.model_dump_json())
             for event in self._state.events
             if event.seq > after_seq
         ]
-        return self._state.latest_seq, rows[:limit]
+        return self._state.latest_seq, 0, rows[:limit]
 
     def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
         return {
@@ -287,6 +304,13 @@ class FakeProjection:
         return list(self._state.transcripts.get(session_id, []))
 
 
+class FakeProjectEvents:
+    """`ProjectEventWrites`: the fake state holds no project index."""
+
+    def delete_session(self, session_id: str) -> None:
+        return None
+
+
 class FakeUnitOfWork:
     """`WriteContext` (and, in a read, `ReadContext`) over one copy of the state."""
 
@@ -298,6 +322,7 @@ class FakeUnitOfWork:
         self.activity = FakeActivity(state)
         self.checkpoints = FakeCheckpoints(state)
         self.projection = FakeProjection(state)
+        self.project_events = FakeProjectEvents()
         self.committed = False
 
     def commit(self) -> None:

@@ -37,6 +37,7 @@ from .config import StoreOptions
 from .errors import (
     ChainBroken,
     CursorAhead,
+    CursorExpired,
     DatabaseNotFound,
     DataLossRefused,
     IncompatibleSchema,
@@ -88,6 +89,7 @@ __all__ = [
     "CommandResult",
     "CommandResultKind",
     "CursorAhead",
+    "CursorExpired",
     "DataLossRefused",
     "DatabaseNotFound",
     "Follower",

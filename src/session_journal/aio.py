@@ -161,6 +161,7 @@ class AsyncSessionService(_Service[SessionService]):
     get = _awaitable(SessionService.get)
     list = _awaitable(SessionService.list)
     delete = _awaitable(SessionService.delete)
+    remove_ended = _awaitable(SessionService.remove_ended)
 
 
 class AsyncActivityService(_Service[ActivityService]):
@@ -356,6 +357,9 @@ class AsyncEventService(_Service[EventService]):
 
     load = _awaitable(EventService.load)
     latest_seq = _awaitable(EventService.latest_seq)
+    pruned_through = _awaitable(EventService.pruned_through)
+    plan_prune = _awaitable(EventService.plan_prune)
+    prune = _awaitable(EventService.prune)
 
     @validate_arguments()
     async def wait(

@@ -20,8 +20,9 @@ from types import FrameType
 
 import sqlalchemy as sa
 
-from . import migrations
+from . import maintenance, migrations
 from .api_events import ApiEventFilter
+from .clock import now_ms
 from .config import StoreOptions, resolve_url
 from .db import create_engine, require_database
 from .demo import DEMO_SESSIONS, run_demo
@@ -78,6 +79,31 @@ def _parser() -> argparse.ArgumentParser:
     db.add_parser("history", help="list the revisions, oldest first, the database's marked *")
     db.add_parser("current", help="print the database's revision")
     db.add_parser("check", help="print revision, levels and whether this code may use it")
+    prune = db.add_parser(
+        "prune", help="delete a prefix of the event log (see the README, Retention)"
+    )
+    target = prune.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--through-seq",
+        type=_bounded_int(2**63 - 1, minimum=0),
+        metavar="N",
+        help="delete the events with seq <= N (at most the frontier)",
+    )
+    target.add_argument(
+        "--older-than",
+        type=_duration,
+        metavar="DURATION",
+        help="delete the longest prefix of events all recorded more than DURATION ago "
+        "(500ms, 30s, 15m, 12h, 30d, 2w)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="print what would go; delete nothing")
+    db.add_parser(
+        "stats", help="print sessions, events, pruned_through, the frontier and the size on disk"
+    )
+    db.add_parser(
+        "vacuum",
+        help="give back the space of deleted rows (SQLite: VACUUM; PostgreSQL: VACUUM ANALYZE)",
+    )
 
     events = commands.add_parser("events", help="print events, one JSON object per line")
     events.add_argument(
@@ -147,15 +173,23 @@ def _interval(text: str) -> float:
     return seconds
 
 
-def _bounded_int(maximum: int) -> Callable[[str], int]:
+def _duration(text: str) -> int:
+    """`--older-than`: a duration in milliseconds (`30d`, `12h`, ...)."""
+    try:
+        return maintenance.parse_duration_ms(text)
+    except SessionJournalError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _bounded_int(maximum: int, *, minimum: int = 1) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            value = 0
-        if not 1 <= value <= maximum:
+            value = minimum - 1
+        if not minimum <= value <= maximum:
             raise argparse.ArgumentTypeError(
-                f"must be an integer from 1 to {maximum}, got {text!r}"
+                f"must be an integer from {minimum} to {maximum}, got {text!r}"
             )
         return value
 
@@ -204,6 +238,18 @@ def _db(url: str, args: argparse.Namespace) -> int:
         migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
         print(f"database {shown_url(url)} at {_status(url).revision or 'base (no schema)'}")
         return 0
+    if command == "prune":
+        return _prune(url, args)
+    if command == "stats":
+        _print_stats(maintenance.stats(url))
+        return 0
+    if command == "vacuum":
+        done = maintenance.vacuum(url)
+        print(
+            f"vacuumed {shown_url(url)}: {done.before_bytes} bytes before, {done.after_bytes} "
+            f"after, {done.freed_bytes} freed"
+        )
+        return 0
     found = _status(url)
     if command == "history":
         _history(found.revision)
@@ -218,6 +264,40 @@ def _db(url: str, args: argparse.Namespace) -> int:
     print(f"code_schema_level: {migrations.SCHEMA_LEVEL}")
     print(f"verdict: {found.verdict}")
     return 0 if found.usable else 1
+
+
+def _prune(url: str, args: argparse.Namespace) -> int:
+    """`db prune`: what would go (`--dry-run`), or prune and say what went."""
+    if args.older_than is not None:
+        target = {"older_than_ms": max(0, now_ms() - args.older_than)}
+    else:
+        target = {"through_seq": args.through_seq}
+    require_database(url)
+    with Store.open(url) as store:
+        plan = store.events.plan_prune(**target)
+        if args.dry_run:
+            print(
+                f"would prune {plan.events} event(s) through seq {plan.through_seq} "
+                f"(pruned_through {plan.pruned_through}, frontier {plan.latest_seq}); nothing "
+                "was deleted"
+            )
+            return 0
+        deleted = store.events.prune(**target)
+        print(
+            f"pruned {deleted} event(s); pruned_through {store.events.pruned_through()}, "
+            f"frontier {store.events.latest_seq()}"
+        )
+    return 0
+
+
+def _print_stats(found: maintenance.DatabaseStats) -> None:
+    print(f"sessions: {found.sessions}")
+    print(f"events: {found.events}")
+    print(f"pruned_through: {found.pruned_through}")
+    print(f"frontier: {found.latest_seq}")
+    print(f"size_on_disk: {found.size_bytes} bytes")
+    if found.free_bytes is not None:
+        print(f"free: {found.free_bytes} bytes (db vacuum gives them back)")
 
 
 def _history(current: str | None) -> None:

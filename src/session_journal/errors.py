@@ -102,6 +102,27 @@ class CursorAhead(SessionJournalError):
     seqs here. The client must resync (`load` keeps the seed's rule for such a cursor)."""
 
 
+class CursorExpired(SessionJournalError):
+    """`load`, `wait` or `follow` was given a cursor below the floor of the pruned log
+    (`0 < cursor < pruned_through`): events after the cursor were pruned (`store.events.prune`),
+    so the client missed some and must resync from a snapshot, then follow from a cursor at or
+    above `pruned_through` (or from 0: the oldest retained event). `pruned_through` is the
+    floor, `cursor` the cursor given. Holes left by deleting sessions are not expiry."""
+
+    def __init__(self, pruned_through: int, cursor: int) -> None:
+        self.pruned_through = pruned_through
+        self.cursor = cursor
+        super().__init__(
+            f"after_seq {cursor} is below the pruned floor {pruned_through}: the events up to "
+            f"seq {pruned_through} were pruned, so this client missed events; resync it from a "
+            f"snapshot and follow from seq {pruned_through} (or from 0: the oldest retained "
+            "event)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.pruned_through, self.cursor))
+
+
 class StoreClosed(SessionJournalError):
     """The store was closed (`Store.close()`, or leaving its `with` block): every call made on
     it afterwards raises this, and nothing is read or written."""

@@ -128,12 +128,16 @@ class ApiEventRow(Base):
 
 
 class EventSequenceRow(Base):
-    """`event_sequences`: the frontier of each log; it never decreases."""
+    """`event_sequences`: the frontier of each log, which never decreases, and the floor below
+    which it was pruned."""
 
     __tablename__ = "event_sequences"
 
     name: Mapped[str] = mapped_column(sa.Text, primary_key=True)
     last_seq: Mapped[int] = mapped_column(sa.BigInteger)
+    # The highest seq pruned from the log (`store.events.prune`); 0: never pruned. A cursor
+    # `0 < after_seq < pruned_through` has missed events (`CursorExpired`).
+    pruned_through: Mapped[int] = mapped_column(sa.BigInteger, server_default=sa.text("0"))
 
 
 class ActivityRow(Base):

@@ -97,15 +97,32 @@ class EventReads(Protocol):
         """The frontier: the largest seq ever assigned."""
         ...
 
-    def page(
-        self, event_filter: ApiEventFilter, after_seq: int, limit: int
-    ) -> tuple[int, list[ApiEvent]]:
-        """The frontier and the matching events after `after_seq`, ascending, at most `limit`."""
+    def pruned_through(self) -> int:
+        """The floor of the pruned log: the highest seq pruned (0: never pruned)."""
         ...
 
-    def rows_after(self, after_seq: int, limit: int) -> tuple[int, list[tuple[int, str, int, str]]]:
-        """The frontier and the stored rows `(seq, session_id, recorded_at_ms, body text)` of
-        the events after `after_seq`, ascending, at most `limit`."""
+    def page(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, int, list[ApiEvent]]:
+        """The frontier, the floor of the pruned log and the matching events after
+        `after_seq`, ascending, at most `limit`, from one snapshot."""
+        ...
+
+    def rows_after(
+        self, after_seq: int, limit: int
+    ) -> tuple[int, int, list[tuple[int, str, int, str]]]:
+        """The frontier, the floor of the pruned log and the stored rows `(seq, session_id,
+        recorded_at_ms, body text)` of the events after `after_seq`, ascending, at most
+        `limit`, from one snapshot."""
+        ...
+
+    def prune_horizon(self, older_than_ms: int) -> int:
+        """The end of the longest prefix whose retained events were all recorded before
+        `older_than_ms` (never below the floor)."""
+        ...
+
+    def count_through(self, through_seq: int) -> int:
+        """How many events are stored with `seq <= through_seq`."""
         ...
 
     def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
@@ -123,6 +140,15 @@ class EventWrites(EventReads, Protocol):
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
         """Queue one event if its session exists; whether it did."""
+        ...
+
+    def raise_floor(self, through_seq: int) -> bool:
+        """Record `pruned_through = through_seq` if above the floor and not above the
+        frontier (raising the minimum compatible level); whether the floor moved."""
+        ...
+
+    def delete_pruned(self, through_seq: int, limit: int) -> int:
+        """Delete at most `limit` events with `seq <= through_seq`, oldest first; how many."""
         ...
 
 
@@ -205,6 +231,14 @@ class ProjectionWrites(ProjectionReads, Protocol):
 # --- The contexts ----------------------------------------------------------------------------
 
 
+class ProjectEventWrites(Protocol):
+    """The project index, as the sessions' removal uses it."""
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session's index rows."""
+        ...
+
+
 class ReadContext(Protocol):
     """A read: the read repositories, and no `commit()`."""
 
@@ -261,6 +295,11 @@ class WriteContext(Protocol):
     @property
     def projection(self) -> ProjectionWrites:
         """Materialized sessions."""
+        ...
+
+    @property
+    def project_events(self) -> ProjectEventWrites:
+        """The project index."""
         ...
 
     def commit(self) -> None:

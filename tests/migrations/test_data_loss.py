@@ -98,10 +98,10 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
     with pytest.raises(DataLossRefused) as refused:
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
-    assert (refused.value.current, refused.value.target) == ("0006_project_index", "0001_initial")
+    assert (refused.value.current, refused.value.target) == ("0007_pruned_through", "0001_initial")
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0006_project_index to 0001_initial would lose data: "
+        "downgrading from 0007_pruned_through to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -118,7 +118,7 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "and projection state"
     )
     with pytest.raises(DataLossRefused) as refused:
-        migrations.downgrade(url, "-1")
+        migrations.downgrade(url, "-2")
     assert (refused.value.target, refused.value.losses) == (
         "0005_relay_projection",
         LOSSES_TO_0001[:1],
@@ -241,7 +241,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0006_project_index to 0001_initial would lose data: "
+        "downgrading from 0007_pruned_through to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

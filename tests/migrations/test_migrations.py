@@ -299,7 +299,7 @@ def test_an_unknown_revision_is_refused_before_anything_runs(url: str) -> None:
         migrations.upgrade(url, "nope")
     assert str(refused.value) == (
         "unknown revision 'nope': expected head or a revision of this code "
-        "(head 0006_project_index); nothing was migrated"
+        "(head 0007_pruned_through); nothing was migrated"
     )
     with pytest.raises(InvalidRecord) as refused:
         migrations.downgrade(url, "nope")

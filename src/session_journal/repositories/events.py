@@ -11,7 +11,13 @@ from .. import driver
 from ..api_events import ApiEvent, ApiEventFilter, stored_events, validate_stored_body
 from ..config import StoreOptions
 from ..errors import PermanentStorageError, SessionJournalError, SessionNotFound
-from ..models import ApiEventRow, EventSequenceRow, SessionContextRow, SessionRow
+from ..models import (
+    ApiEventRow,
+    EventSequenceRow,
+    SchemaCompatibilityRow,
+    SessionContextRow,
+    SessionRow,
+)
 from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ..wakeups import CHANNEL
 
@@ -88,6 +94,47 @@ _PRESENT_AFTER = (
 StoredRow = tuple[int, str, int, str]
 """An event as stored: `(seq, session_id, recorded_at_ms, body text)`."""
 _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
+_PRUNED_THROUGH = sa.select(EventSequenceRow.pruned_through).where(
+    EventSequenceRow.name == API_EVENTS
+)
+PRUNED_LEVEL = 7
+"""The schema level of code that knows `pruned_through`: the first prune raises the database's
+`minimum_compatible_level` to it, so that older code refuses a pruned log."""
+# The floor moves up only (`pruned_through < :through`), never past the frontier.
+_RAISE_FLOOR = (
+    sa.update(EventSequenceRow)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .where(EventSequenceRow.pruned_through < sa.bindparam("through", type_=sa.BigInteger))
+    .where(EventSequenceRow.last_seq >= sa.bindparam("through", type_=sa.BigInteger))
+    .values({EventSequenceRow.pruned_through: sa.bindparam("through", type_=sa.BigInteger)})
+)
+_RAISE_MINIMUM_LEVEL = (
+    sa.update(SchemaCompatibilityRow)
+    .where(SchemaCompatibilityRow.minimum_compatible_level < PRUNED_LEVEL)
+    .values({SchemaCompatibilityRow.minimum_compatible_level: PRUNED_LEVEL})
+)
+# One bounded batch of the pruned prefix, oldest first (the primary key's order).
+_PRUNE_BATCH = sa.delete(ApiEventRow).where(
+    ApiEventRow.seq.in_(
+        sa.select(ApiEventRow.seq)
+        .where(ApiEventRow.seq <= sa.bindparam("through", type_=sa.BigInteger))
+        .order_by(ApiEventRow.seq)
+        .limit(sa.bindparam("limit", type_=sa.Integer))
+        .scalar_subquery()
+    )
+)
+# The first retained event recorded at or after a time: the prefix before it is all older.
+# It walks the log in seq order from the floor and stops at the first match.
+_FIRST_NOT_OLDER = (
+    sa.select(ApiEventRow.seq)
+    .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
+    .where(ApiEventRow.recorded_at_ms >= sa.bindparam("older_than_ms", type_=sa.BigInteger))
+    .order_by(ApiEventRow.seq)
+    .limit(1)
+)
+_COUNT_THROUGH = sa.select(sa.func.count()).where(
+    ApiEventRow.seq <= sa.bindparam("through", type_=sa.BigInteger)
+)
 _by_seq = itemgetter(0)
 _NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
 
@@ -117,9 +164,10 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Com
     page = query.order_by(ApiEventRow.seq).limit(sa.bindparam("limit")).subquery("page")
     # The frontier rides along as one more row (its session_id is NULL), so that the page and
     # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
-    frontier = sa.select(EventSequenceRow.last_seq, sa.null(), sa.null(), sa.null()).where(
-        EventSequenceRow.name == API_EVENTS
-    )
+    # Its third column is the floor of the pruned log (`pruned_through`), from the same snapshot.
+    frontier = sa.select(
+        EventSequenceRow.last_seq, sa.null(), EventSequenceRow.pruned_through, sa.null()
+    ).where(EventSequenceRow.name == API_EVENTS)
     return sa.union_all(sa.select(page), frontier)
 
 
@@ -266,11 +314,19 @@ class EventRepository:
             raise PermanentStorageError(_NO_FRONTIER)
         return int(row[0])
 
+    def pruned_through(self) -> int:
+        """The floor of the pruned log: the highest seq pruned (0: never pruned)."""
+        row = driver.run(self._connection, _PRUNED_THROUGH, {}).fetchone()
+        if row is None:
+            raise PermanentStorageError(_NO_FRONTIER)
+        return int(row[0])
+
     def page(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
-    ) -> tuple[int, list[ApiEvent]]:
-        """The frontier and the events after `after_seq` matching the filter, ascending, at most
-        `limit`, read by one statement (so from one snapshot, also outside a transaction)."""
+    ) -> tuple[int, int, list[ApiEvent]]:
+        """The frontier, the floor of the pruned log (`pruned_through`) and the events after
+        `after_seq` matching the filter, ascending, at most `limit`, read by one statement (so
+        from one snapshot, also outside a transaction)."""
         query = _PAGE_QUERIES[
             (
                 self._connection.dialect.name == "sqlite",
@@ -283,15 +339,52 @@ class EventRepository:
             params["session_id"] = event_filter.session_id
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
-        latest, rows = split_frontier(driver.run(self._connection, query, params).fetchall())
-        return latest, stored_events(rows)
+        latest, pruned, rows = split_floor(driver.run(self._connection, query, params).fetchall())
+        return latest, pruned, stored_events(rows)
 
-    def rows_after(self, after_seq: int, limit: int) -> tuple[int, list[StoredRow]]:
-        """The frontier and the rows `(seq, session_id, recorded_at_ms, body text)` of the
-        events after `after_seq`, ascending, at most `limit`, by one statement."""
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
+        """The frontier, the floor of the pruned log and the rows `(seq, session_id,
+        recorded_at_ms, body text)` of the events after `after_seq`, ascending, at most
+        `limit`, by one statement."""
         query = _PAGE_QUERIES[(self._connection.dialect.name == "sqlite", False, False)]
         params = {"after_seq": after_seq, "limit": limit}
-        return split_frontier(driver.run(self._connection, query, params).fetchall())
+        return split_floor(driver.run(self._connection, query, params).fetchall())
+
+    def prune_horizon(self, older_than_ms: int) -> int:
+        """The end of the longest prefix of the log whose retained events were all recorded
+        before `older_than_ms`: the seq before the first retained event recorded at or after
+        it, else the frontier (every event is older). Never below the current floor. A
+        horizon read once stays valid: events are never re-timed, new ones come above the
+        frontier, and a deleted event only lengthens such a prefix."""
+        floor = self.pruned_through()
+        first = driver.run(
+            self._connection, _FIRST_NOT_OLDER, {"after_seq": floor, "older_than_ms": older_than_ms}
+        ).fetchone()
+        horizon = self.latest_seq() if first is None else int(first[0]) - 1
+        return max(horizon, floor)
+
+    def count_through(self, through_seq: int) -> int:
+        """How many events are stored with `seq <= through_seq`."""
+        row = driver.run(self._connection, _COUNT_THROUGH, {"through": through_seq}).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def raise_floor(self, through_seq: int) -> bool:
+        """Record `pruned_through = through_seq` if it is above the floor and not above the
+        frontier, and then raise the database's minimum compatible level to `PRUNED_LEVEL` (code
+        that does not know the floor must refuse a pruned log); whether the floor moved. Runs
+        before any event of the prefix is deleted, in the same transaction."""
+        moved = self._connection.execute(_RAISE_FLOOR, {"through": through_seq}).rowcount
+        if moved:
+            self._connection.execute(_RAISE_MINIMUM_LEVEL)
+        return bool(moved)
+
+    def delete_pruned(self, through_seq: int, limit: int) -> int:
+        """Delete at most `limit` events with `seq <= through_seq`, the oldest first; how many
+        went. The caller records the floor first (`raise_floor`)."""
+        deleted = self._connection.execute(
+            _PRUNE_BATCH, {"through": through_seq, "limit": limit}
+        ).rowcount
+        return int(deleted)
 
     def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
         """The seqs of the events with `after_seq < seq <= through_seq`, each with its
@@ -302,6 +395,13 @@ class EventRepository:
         return {seq: workspace_id for seq, workspace_id in rows}
 
 
+def split_floor(rows: list[Any]) -> tuple[int, int, list[Any]]:
+    """The frontier, the floor of the pruned log (the frontier row's third column) and the
+    event rows in seq order (see `split_frontier`)."""
+    frontier, rows = _split(rows)
+    return int(frontier[0]), int(frontier[2] or 0), rows
+
+
 def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
     """The frontier (the row whose session_id is NULL) and the event rows in seq order.
 
@@ -310,6 +410,12 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
     frontier row. This does not rely on that: it finds the frontier row anywhere and sorts the
     events by seq, which takes one pass over rows already in order.
     """
+    frontier, rows = _split(rows)
+    return int(frontier[0]), rows
+
+
+def _split(rows: list[Any]) -> tuple[Any, list[Any]]:
+    """The frontier row and the event rows in seq order."""
     if rows and rows[-1][1] is None:
         frontier = rows.pop()
     else:
@@ -319,4 +425,4 @@ def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
         frontier = found[0]
         rows.remove(frontier)
     rows.sort(key=_by_seq)
-    return int(frontier[0]), rows
+    return frontier, rows

@@ -6,18 +6,36 @@ import math
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
 from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage, stored_events
 from ..arguments import Given, Int64, Passed, validate_arguments
-from ..errors import CursorAhead, InvalidRecord, StoreClosed
-from ..unit_of_work import Transactions, WriteContext
+from ..errors import CursorAhead, CursorExpired, InvalidRecord, StoreClosed
+from ..unit_of_work import ReadContext, Transactions, WriteContext
 from .tail import SharedTail
 
 MAX_PAGE = 1000
 MAX_WAIT_S = 3600.0
 """The longest `timeout` of `wait`."""
+PRUNE_BATCH = 1000
+"""The most events one transaction of `prune` deletes (a short write lock: appenders of this
+process and others take turns between batches)."""
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What `store.events.prune` would do now (`store.events.plan_prune`)."""
+
+    through_seq: int
+    """The floor it would record (`pruned_through` after it; the current floor if higher)."""
+    events: int
+    """How many events it would delete (those still stored with `seq <= through_seq`)."""
+    pruned_through: int
+    """The floor now."""
+    latest_seq: int
+    """The frontier now (pruning never moves it)."""
 
 
 class Follower(Iterator[ApiEventPage]):
@@ -106,8 +124,8 @@ class Follower(Iterator[ApiEventPage]):
             return "behind"
         if served is None:
             return "database"
-        latest, rows = served
-        page = self._checked(cursor, page_after(cursor, latest, stored_events(rows)))
+        latest, pruned, rows = served
+        page = self._checked(cursor, page_after(cursor, latest, stored_events(rows)), pruned)
         return self._took(page, generation, events_only)
 
     def refresh_window(self, generation: int) -> None:
@@ -139,15 +157,18 @@ class Follower(Iterator[ApiEventPage]):
             event_filter = self._filter or ApiEventFilter()
             served = self._events._tail.page(event_filter, cursor, self._limit, generation)
         if served is None:
-            page = self._events.load(self._filter, cursor, self._limit)
+            # `load` raises `CursorExpired` for a cursor below the floor of its snapshot.
+            page, pruned = self._events.load(self._filter, cursor, self._limit), 0
         else:
-            latest, rows = served
+            latest, pruned, rows = served
             page = page_after(cursor, latest, stored_events(rows))
-        return self._checked(cursor, page)
+        return self._checked(cursor, page, pruned)
 
-    def _checked(self, cursor: int, page: ApiEventPage) -> ApiEventPage:
-        """`page`, read after `cursor`, remembered as the last read; `CursorAhead` if the
-        cursor is above its frontier."""
+    def _checked(self, cursor: int, page: ApiEventPage, pruned_through: int) -> ApiEventPage:
+        """`page`, read after `cursor` in a snapshot whose floor of the pruned log was
+        `pruned_through`, remembered as the last read; `CursorExpired` if the cursor is below
+        that floor (events after it were pruned), `CursorAhead` if it is above the frontier."""
+        check_not_expired(cursor, pruned_through)
         if cursor > page.latest_seq:
             raise CursorAhead(
                 f"after_seq {cursor} is above the frontier {page.latest_seq}: the cursor comes "
@@ -217,18 +238,88 @@ class EventService:
         returned seq, else `max(latest_seq, after_seq)`: it never moves back and an empty filtered
         page still advances it. The page and `latest_seq` come from one snapshot."""
         event_filter = ApiEventFilter() if filter is None else filter
-        with self._transactions.reading_one_statement("load events", uow) as read:
-            if after_seq is None:  # the tail: nothing is after the frontier in this snapshot
-                latest = read.events.latest_seq()
-                return ApiEventPage(events=[], next_after_seq=latest, latest_seq=latest)
-            latest, events = read.events.page(event_filter, after_seq, page_size(limit))
-        return page_after(after_seq, latest, events)
+        cursor = after_seq
+        while True:
+            with self._transactions.reading_one_statement("load events", uow) as read:
+                if cursor is None:  # the tail: nothing is after the frontier in this snapshot
+                    latest = read.events.latest_seq()
+                    return ApiEventPage(events=[], next_after_seq=latest, latest_seq=latest)
+                latest, pruned, events = read.events.page(event_filter, cursor, page_size(limit))
+            assert after_seq is not None
+            check_not_expired(after_seq, pruned)
+            if after_seq == 0 and events and events[0].seq <= pruned:
+                # From the oldest retained event: the rows of a prune under way (or one that
+                # was interrupted) are not retained. Read again from the floor, once more if
+                # another prune raised it meanwhile.
+                cursor = pruned
+                continue
+            return page_after(after_seq, latest, events)
 
     @validate_arguments()
     def latest_seq(self, *, uow: Passed[WriteContext | None] = None) -> int:
         """The frontier: the largest seq ever assigned; deleting events never lowers it."""
         with self._transactions.reading_one_statement("read latest seq", uow) as read:
             return read.events.latest_seq()
+
+    @validate_arguments()
+    def pruned_through(self, *, uow: Passed[WriteContext | None] = None) -> int:
+        """The floor of the pruned log: the highest seq `prune` deleted through (0: never
+        pruned). A cursor `0 < after_seq < pruned_through` is expired (`CursorExpired`)."""
+        with self._transactions.reading_one_statement("read pruned_through", uow) as read:
+            return read.events.pruned_through()
+
+    @validate_arguments()
+    def plan_prune(
+        self, *, through_seq: Int64 | None = None, older_than_ms: Int64 | None = None
+    ) -> PrunePlan:
+        """What `prune` with these arguments would do now (a dry run: nothing is written)."""
+        with self._transactions.reading("plan a prune") as read:
+            through = _prune_target(read, through_seq, older_than_ms)
+            return PrunePlan(
+                through_seq=through,
+                events=read.events.count_through(through),
+                pruned_through=read.events.pruned_through(),
+                latest_seq=read.events.latest_seq(),
+            )
+
+    @validate_arguments()
+    def prune(self, *, through_seq: Int64 | None = None, older_than_ms: Int64 | None = None) -> int:
+        """Delete a prefix of the log; how many events went. Give exactly one of:
+        `through_seq`, to delete the events with `seq <= through_seq` (at most the frontier:
+        `InvalidRecord` above it); or `older_than_ms`, to delete the longest prefix whose events
+        were all recorded (`recorded_at_ms`) before that time, so no hole is ever punched
+        above the prefix, whatever the order of the times.
+
+        The first transaction records the floor (`pruned_through`, never lowered) and raises
+        the database's minimum compatible level to 7 (older code must refuse a pruned log)
+        before it deletes anything; then the prefix goes in batches of `PRUNE_BATCH` events,
+        each its own transaction on the write path, so appenders wait for one batch at most.
+        The frontier never moves. Idempotent, and safe to interrupt: running it again (with
+        any arguments) finishes the deletion below the recorded floor. It runs its own
+        transactions, so it takes no `uow=`."""
+        with self._transactions.reading("plan a prune") as read:
+            through = max(
+                _prune_target(read, through_seq, older_than_ms), read.events.pruned_through()
+            )
+
+        def first(uow: WriteContext) -> int:
+            uow.events.raise_floor(through)  # before anything is deleted
+            deleted = uow.events.delete_pruned(through, PRUNE_BATCH)
+            uow.commit()
+            return deleted
+
+        def batch(uow: WriteContext) -> int:
+            deleted = uow.events.delete_pruned(through, PRUNE_BATCH)
+            uow.commit()
+            return deleted
+
+        action = f"prune events through seq {through}"
+        deleted = self._transactions.submit(first, action)
+        total = deleted
+        while deleted == PRUNE_BATCH:
+            deleted = self._transactions.submit(batch, action)
+            total += deleted
+        return total
 
     @validate_arguments()
     def wait(
@@ -268,6 +359,33 @@ class EventService:
         closing the store. `CursorAhead` as for `wait`."""
         cursor = self.latest_seq() if after_seq is None else after_seq
         return Follower(self, filter, cursor, page_size(limit))
+
+
+def check_not_expired(cursor: int, pruned_through: int) -> None:
+    """`CursorExpired` if `0 < cursor < pruned_through`: events after the cursor were pruned.
+    A cursor of 0 means "from the oldest retained event" and never expires."""
+    if 0 < cursor < pruned_through:
+        raise CursorExpired(pruned_through, cursor)
+
+
+def _prune_target(read: ReadContext, through_seq: int | None, older_than_ms: int | None) -> int:
+    """The seq a prune with these arguments deletes through, read in `read`'s snapshot;
+    `InvalidRecord` unless exactly one is given, or for a `through_seq` above the frontier."""
+    if (through_seq is None) == (older_than_ms is None):
+        raise InvalidRecord(
+            "prune: give exactly one of through_seq and older_than_ms; nothing was pruned"
+        )
+    if through_seq is None:
+        assert older_than_ms is not None
+        return read.events.prune_horizon(older_than_ms)
+    latest = read.events.latest_seq()
+    if through_seq > latest:
+        raise InvalidRecord(
+            f"through_seq {through_seq} is above the frontier {latest}: there is nothing to "
+            "prune there (a floor above the frontier would hide events not appended yet); "
+            "nothing was pruned"
+        )
+    return through_seq
 
 
 def page_size(limit: int) -> int:

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import builtins
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
 
-from ..arguments import Given, Passed, validate_arguments
-from ..records import SessionRecord
+from ..arguments import Given, Passed, sequence_of, validate_arguments
+from ..errors import InvalidRecord, LifecycleConflict, SessionJournalError
+from ..records import SessionRecord, SessionState
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import Id
 from ._common import lock_session, record_fault_transition
+
+ENDED_STATES = frozenset({SessionState.CLOSED, SessionState.ERROR})
+"""The states of a session that has ended: no runtime runs for it and no lifecycle operation
+is under way (`closing` and `destroying` are still ending). Only such sessions are removed by
+`remove_ended`."""
+
+MAX_REMOVED = 1000
+"""The most sessions one `remove_ended` call takes (one transaction)."""
 
 
 class SessionService:
@@ -85,3 +99,87 @@ class SessionService:
             return existed
 
         return self._transactions.submit(work, f"delete session {session_id!r}", uow)
+
+    @validate_arguments(session_ids="session ids")
+    def remove_ended(
+        self,
+        session_ids: Annotated[Sequence[Id], sequence_of("session ids")],
+        *,
+        sessions_dir: Passed[str | os.PathLike[str] | None] = None,
+        uow: Passed[WriteContext | None] = None,
+    ) -> builtins.list[str]:
+        """Remove ended sessions (state `closed` or `error`) with everything of theirs, in one
+        transaction: the session row and, by cascade, its workspace context, checkpoint
+        metadata, events, activity, checkpoint operation, projection state and transcript;
+        and its rows of the project index. With `sessions_dir` (the directory holding one
+        directory per session, named by its id), each removed session's directory (its event
+        files) is deleted too, after the commit. Returns the ids removed, sorted; an id of no
+        stored session is passed over. If any session given has not ended,
+        `LifecycleConflict` names it and its state, and nothing is removed. At most
+        `MAX_REMOVED` ids per call (`InvalidRecord` otherwise). The frontier does not move;
+        the removed events leave holes that are not expiry."""
+        ids = sorted(set(session_ids))
+        if len(ids) > MAX_REMOVED:
+            raise InvalidRecord(
+                f"session ids: at most {MAX_REMOVED} sessions per call, got {len(ids)}; "
+                "nothing was removed"
+            )
+        directory = None if sessions_dir is None else _sessions_dir(sessions_dir)
+
+        def work(uow: WriteContext) -> builtins.list[str]:
+            found = {}
+            for session_id in ids:  # one lock order: by id
+                stored = uow.sessions.lock(session_id)
+                if stored is not None:
+                    found[session_id] = stored.state
+            running = {sid: state for sid, state in found.items() if state not in ENDED_STATES}
+            if running:
+                listed = ", ".join(f"{sid!r} ({state.value})" for sid, state in running.items())
+                raise LifecycleConflict(
+                    f"remove ended sessions: {len(running)} session(s) have not ended: {listed}; "
+                    "only closed or error sessions are removed; nothing was removed"
+                )
+            for session_id in found:
+                uow.project_events.delete_session(session_id)
+                uow.sessions.delete(session_id)
+            uow.commit()
+            return builtins.list(found)
+
+        removed = self._transactions.submit(work, f"remove {len(ids)} ended session(s)", uow)
+        if directory is not None:
+            _remove_directories(directory, removed)
+        return removed
+
+
+def _sessions_dir(value: object) -> Path:
+    if not isinstance(value, str | os.PathLike) or not str(value):
+        raise InvalidRecord(
+            f"sessions_dir must be a path of a directory, got {type(value).__name__}; "
+            "nothing was removed"
+        )
+    directory = Path(value)
+    if not directory.is_dir():
+        raise InvalidRecord(
+            f"sessions_dir {str(directory)!r} is not a directory; nothing was removed"
+        )
+    return directory
+
+
+def _remove_directories(directory: Path, session_ids: builtins.list[str]) -> None:
+    """Delete each session's directory under `directory` (ids are validated: never `..` or a
+    path); a missing one is passed over. `SessionJournalError` naming those that could not be
+    deleted (the sessions' rows are gone by then)."""
+    failed = []
+    for session_id in session_ids:
+        target = directory / session_id
+        try:
+            shutil.rmtree(target)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            failed.append(f"{target}: {error.strerror or error}")
+    if failed:
+        raise SessionJournalError(
+            f"the sessions were removed from the database, but not all of their directories: "
+            f"{'; '.join(failed)}"
+        )

@@ -54,10 +54,11 @@ class SharedTail:
 
     def page(
         self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
-    ) -> tuple[int, list[Row]] | None:
-        """The frontier and the rows of the page after `cursor` matching `event_filter`, as
-        `load` would read them, for a reader that saw the signal at `generation` before it
-        asked; `None` when the window cannot answer (read the database)."""
+    ) -> tuple[int, int, list[Row]] | None:
+        """The frontier, the floor of the pruned log and the rows of the page after `cursor`
+        matching `event_filter`, as `load` would read them, for a reader that saw the signal
+        at `generation` before it asked; `None` when the window cannot answer (read the
+        database)."""
         if self._max_events == 0:
             return None
         self.refresh(generation)
@@ -65,7 +66,7 @@ class SharedTail:
 
     def page_in_memory(
         self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
-    ) -> tuple[int, list[Row]] | Literal[False] | None:
+    ) -> tuple[int, int, list[Row]] | Literal[False] | None:
         """`page`, but only from memory, never waiting (an event loop calls it): `False` when
         the window is older than `generation` (call `refresh(generation)` on a thread first);
         otherwise what `page` returns."""
@@ -95,9 +96,10 @@ class SharedTail:
         with self._transactions.reading("read the followers' window") as uow:
             if not old.filled:  # start empty at the frontier
                 hi = uow.events.latest_seq()
-                window = _Window(generation, filled=True, lo=hi, covered=hi, hi=hi)
+                pruned = uow.events.pruned_through()
+                window = _Window(generation, filled=True, lo=hi, covered=hi, hi=hi, pruned=pruned)
             else:
-                hi, new = uow.events.rows_after(old.covered, self._max_events)
+                hi, pruned, new = uow.events.rows_after(old.covered, self._max_events)
                 covered = new[-1][0] if len(new) == self._max_events else hi
                 rows = old.rows + new
                 size = old.size + sum(len(row[3]) for row in new)
@@ -114,6 +116,7 @@ class SharedTail:
                     lo=lo,
                     covered=covered,
                     hi=hi,
+                    pruned=pruned,
                     rows=rows[drop:],
                     size=size,
                     present=uow.events.present_after(lo, covered),
@@ -134,6 +137,7 @@ class _Window:
     lo: int
     covered: int
     hi: int
+    pruned: int = 0  # the floor of the pruned log, from the same snapshot
     rows: list[Row] = field(default_factory=list)  # in seq order
     size: int = 0  # body bytes
     present: dict[int, str | None] = field(default_factory=dict)
@@ -147,11 +151,16 @@ class _Window:
 
     def answer(
         self, event_filter: ApiEventFilter, cursor: int, limit: int
-    ) -> tuple[int, list[Row]] | None:
-        """The frontier and the page after `cursor`, or `None` when the window cannot answer."""
+    ) -> tuple[int, int, list[Row]] | None:
+        """The frontier, the floor of the pruned log and the page after `cursor`, or `None`
+        when the window cannot answer."""
         if not self.filled or not self.lo <= cursor <= self.hi:
             # Behind the window; or ahead of it: the reader saw newer rows in the database
             # than this window holds (a commit not signalled yet). The database answers.
+            return None
+        if cursor == 0 and self.pruned:
+            # From the oldest retained event: the database answers (rows of a prune under way
+            # are still in the window, and are not retained).
             return None
         after = self.rows[bisect_right(self.rows, cursor, key=_seq) :]
         session_id, workspace_id = event_filter.session_id, event_filter.workspace_id
@@ -169,4 +178,4 @@ class _Window:
                 break
         if len(rows) < limit and self.covered < self.hi:
             return None  # the rest of the page is beyond the window
-        return self.hi, rows
+        return self.hi, self.pruned, rows

@@ -1,0 +1,160 @@
+"""The command line of retention: `events` with an expired cursor, `db prune`, `db stats` and
+`db vacuum`, on both backends."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from session_journal import OutcomeReason, SessionFault, Store, maintenance
+from session_journal.cli import main
+from tests.factories import SessionFactory
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def seed(url: str, count: int = 10) -> None:
+    """`count` events of one session, recorded at 1, 2, ... ms apart from the first."""
+    with Store.open(url) as store:
+        store.sessions.save(SessionFactory(id="s1"))
+        for _ in range(count):
+            store.faults.record_startup_fault("s1", "m")
+
+
+def test_events_with_an_expired_cursor_exit_1_with_one_line(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(migrated_url)
+    with Store.open(migrated_url) as store:
+        store.events.prune(through_seq=4)
+    code, out, err = run(capsys, "--url", migrated_url, "events", "--after", "2")
+    assert (code, out) == (1, "")
+    assert err == (
+        "session-journal: after_seq 2 is below the pruned floor 4: the events up to seq 4 were "
+        "pruned, so this client missed events; resync it from a snapshot and follow from seq 4 "
+        "(or from 0: the oldest retained event)\n"
+    )
+    code, out, _ = run(capsys, "--url", migrated_url, "events", "--after", "2", "--follow")
+    assert code == 1 and out == ""
+    code, out, _ = run(capsys, "--url", migrated_url, "events")  # from the oldest retained
+    assert code == 0 and len(out.splitlines()) == 6
+
+
+def many(url: str, count: int) -> None:
+    """`count` events of one session with bodies of about 1 KiB, recorded at 1 ms."""
+    body = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="x" * 1000)
+    with Store.open(url) as store:
+        store.sessions.save(SessionFactory(id="s1"))
+        with store.unit_of_work() as uow:
+            for _ in range(count):
+                uow.events.append("s1", 1, body.model_dump_json())
+            uow.commit()
+
+
+def test_db_prune_dry_run_then_prune_then_stats(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(migrated_url)
+    url = ("--url", migrated_url)
+    assert run(capsys, *url, "db", "prune", "--through-seq", "4", "--dry-run") == (
+        0,
+        "would prune 4 event(s) through seq 4 (pruned_through 0, frontier 10); nothing was "
+        "deleted\n",
+        "",
+    )
+    assert run(capsys, *url, "db", "prune", "--through-seq", "4") == (
+        0,
+        "pruned 4 event(s); pruned_through 4, frontier 10\n",
+        "",
+    )
+    assert run(capsys, *url, "db", "prune", "--through-seq", "4")[1] == (
+        "pruned 0 event(s); pruned_through 4, frontier 10\n"
+    )
+    # Every event is older than a millisecond ago: the whole log, the frontier stays.
+    assert run(capsys, *url, "db", "prune", "--older-than", "1ms") == (
+        0,
+        "pruned 6 event(s); pruned_through 10, frontier 10\n",
+        "",
+    )
+    code, out, err = run(capsys, *url, "db", "stats")
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[:4] == ["sessions: 1", "events: 0", "pruned_through: 10", "frontier: 10"]
+    assert lines[4].startswith("size_on_disk: ") and lines[4].endswith(" bytes")
+    assert int(lines[4].split()[1]) > 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "one of the arguments --through-seq --older-than is required"),
+        (["--through-seq", "3", "--older-than", "1d"], "not allowed with argument"),
+        (["--through-seq", "-1"], "must be an integer from 0 to"),
+        (["--older-than", "5y"], "duration must be a whole number with a unit"),
+        (["--older-than", "1.5d"], "duration must be a whole number with a unit"),
+    ],
+)
+def test_db_prune_usage_errors_exit_2(
+    migrated_url: str, capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--url", migrated_url, "db", "prune", *arguments])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_db_prune_above_the_frontier_exits_1_and_prunes_nothing(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(migrated_url)
+    assert run(capsys, "--url", migrated_url, "db", "prune", "--through-seq", "11") == (
+        1,
+        "",
+        "session-journal: through_seq 11 is above the frontier 10: there is nothing to prune "
+        "there (a floor above the frontier would hide events not appended yet); nothing was "
+        "pruned\n",
+    )
+    with Store.open(migrated_url) as store:
+        assert store.events.pruned_through() == 0
+        assert len(store.events.load(after_seq=0).events) == 10
+
+
+def test_db_vacuum_gives_back_the_space_of_pruned_events(
+    migrated_url: str, backend: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    many(migrated_url, 3000)
+    with Store.open(migrated_url) as store:
+        assert store.events.prune(through_seq=3000) == 3000
+    before = maintenance.stats(migrated_url)
+    code, out, err = run(capsys, "--url", migrated_url, "db", "vacuum")
+    assert (code, err) == (0, "")
+    found = re.fullmatch(r"vacuumed \S+: (\d+) bytes before, (\d+) after, (\d+) freed\n", out)
+    assert found is not None, out
+    was, now, freed = (int(value) for value in found.groups())
+    assert freed == max(0, was - now)
+    after = maintenance.stats(migrated_url)
+    if backend == "sqlite":  # VACUUM rewrites the file without the free pages
+        assert before.free_bytes is not None and before.free_bytes > 3_000_000
+        assert was == before.size_bytes and now == after.size_bytes
+        assert freed >= before.free_bytes - 100_000
+        assert after.free_bytes == 0
+    else:  # VACUUM makes the space reusable; the files keep their size
+        assert after.free_bytes is None and now > 0
+    assert (after.events, after.pruned_through, after.latest_seq) == (0, 3000, 3000)
+
+
+def test_db_stats_and_vacuum_refuse_a_missing_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    for command in ("stats", "vacuum"):
+        code, out, err = run(capsys, "--url", url, "db", command)
+        assert (code, out) == (1, "")
+        assert err.startswith("session-journal: ") and len(err.splitlines()) == 1
+    assert not (tmp_path / "typo.db").exists()
