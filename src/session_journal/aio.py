@@ -85,9 +85,8 @@ class _Workers:
         self._loop_waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWaiters] = (
             weakref.WeakKeyDictionary()
         )
-        self._refreshing: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, tuple[int, asyncio.Future[None]]
-        ] = weakref.WeakKeyDictionary()
+        self.closed = False
+        self.followers: weakref.WeakSet[AsyncFollower] = weakref.WeakSet()  # to end at close
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(*args, **kwargs)` on a worker. Cancelled: not started, it never runs; queued on
@@ -106,17 +105,6 @@ class _Workers:
             withdrawal.cancel()  # queued on the write path: it never commits
             raise
 
-    async def refresh(self, tail: SharedTail, generation: int) -> None:
-        """Bring the followers' shared window up to `generation` on a worker; the tasks of this
-        loop that ask meanwhile await the same read instead of starting their own."""
-        loop = asyncio.get_running_loop()
-        pending = self._refreshing.get(loop)
-        if pending is None or pending[1].done() or pending[0] < generation:
-            future = asyncio.ensure_future(self.run(tail.refresh, generation))
-            pending = self._refreshing[loop] = (generation, future)
-        # Shielded: a waiter cancelled must not cancel the read the others await.
-        await asyncio.shield(pending[1])
-
     def waiters(self, signal: CommitSignal, tail: SharedTail) -> _LoopWaiters:
         """The waiters of the running loop on `signal` (made on first use)."""
         loop = asyncio.get_running_loop()
@@ -126,8 +114,12 @@ class _Workers:
         return waiters
 
     def shutdown(self) -> None:
-        """Let the calls already handed over finish (each sees the closed store), then stop."""
+        """Let the calls already handed over finish (each sees the closed store), then stop;
+        end the followers (and the waits) made through these workers."""
+        self.closed = True
         self._pool.shutdown(wait=False)
+        for follower in list(self.followers):
+            follower.close()
 
 
 class _Service(Generic[S]):
@@ -220,6 +212,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         self._next_sweep = 0.0  # a session follower returns an empty page no sooner
         self.waiter: asyncio.Future[None] | None = None  # what it waits on, for `close()`
         self._loop: asyncio.AbstractEventLoop | None = None
+        workers.followers.add(self)
 
     @property
     def cursor(self) -> int:
@@ -238,8 +231,9 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
 
     @property
     def store_closed(self) -> bool:
-        """Whether the store closed (the follower ended with it)."""
-        return self._signal.closed
+        """Whether the store (or the async view it was made by) closed: the follower ended
+        with it."""
+        return self._signal.closed or self._workers.closed
 
     def __aiter__(self) -> AsyncFollower:
         return self
@@ -267,7 +261,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         if self._session_id is not None:
             return await self._next_of_session(self._session_id, deadline, events_only)
         follower, signal = self._follower, self._signal
-        while not follower.closed and not signal.closed:
+        while not follower.closed and not self.store_closed:
             generation = signal.generation  # before the read: a later commit moves it
             page = await self._poll(generation, events_only)
             if page is not None:
@@ -275,44 +269,50 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
             left = follower.wait_left(deadline)
             if left <= 0:
                 return None
-            await self._workers.waiters(signal, self._tail).wait_past(generation, left, self)
+            await self._waiters().wait_past(generation, left, self)
         return None
 
     async def _next_of_session(
         self, session_id: str, deadline: float | None, events_only: bool
     ) -> ApiEventPage | None:
         follower, signal = self._follower, self._signal
-        waiters = self._workers.waiters(signal, self._tail)
-        while not follower.closed and not signal.closed:
+        waiters = self._waiters()
+        while not follower.closed and not self.store_closed:
             # Registered before the read: an event committed after the read wakes it.
             waiter = self.waiter = waiters.register(session_id)
-            # Read at the window's generation, not the signal's: the window holds every commit
-            # routed so far, and a later commit wakes this waiter once routed. A move of the
-            # signal that no routing followed (nobody of a session waited) is routed now.
-            window = self._tail.snapshot()
-            generation = window.generation if window.filled else signal.generation
-            if signal.generation > generation:
-                waiters.route()
             try:
-                sweep = not events_only and time.monotonic() >= self._next_sweep
+                # Read at the window's generation, not the signal's: the window holds every
+                # commit routed so far, and a later one wakes this waiter once routed. A move of
+                # the signal that no routing followed (nobody of a session waited) is routed now.
+                window = self._tail.snapshot()
+                generation = window.generation if window.filled else signal.generation
+                if signal.generation > generation:
+                    waiters.route()
+                now = time.monotonic()
+                sweep = not events_only and now >= self._next_sweep
                 page = await self._poll(generation, not sweep)
-                if page is not None:  # the next sweep: spread, so followers do not sweep at once
-                    self._next_sweep = time.monotonic() + SWEEP_S * (0.5 + random.random())
+                if sweep or page is not None:  # the next sweep: spread, so followers differ
+                    self._next_sweep = now + SWEEP_S * (0.5 + random.random())
+                if page is not None:
                     return page
                 left = follower.wait_left(deadline)
-                if not events_only:  # come back to move the cursor by the next sweep
-                    left = min(left, max(0.0, self._next_sweep - time.monotonic()) + 0.001)
+                if not events_only:  # back by the next sweep, to move the cursor
+                    left = min(left, self._next_sweep - time.monotonic())
                 if left <= 0:
-                    return None
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return None
+                    continue
                 try:
                     async with asyncio.timeout(left):
-                        await waiter
+                        await waiter  # raises the error of a failed read of the window
                 except TimeoutError:
                     if deadline is not None and time.monotonic() >= deadline:
                         return None
             finally:
                 waiters.unregister(session_id, waiter)
                 self.waiter = None
+                if waiter.done() and not waiter.cancelled():
+                    waiter.exception()  # a failed read it did not wait for: seen, not logged
         return None
 
     async def _poll(self, generation: int, events_only: bool) -> ApiEventPage | None:
@@ -321,11 +321,14 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         follower = self._follower
         page = follower.poll_in_memory(generation, events_only=events_only)
         while page == "behind":
-            await self._workers.refresh(self._tail, generation)
+            await self._waiters().refresh(generation)
             page = follower.poll_in_memory(generation, events_only=events_only)
         if page == "database":
             return await self._workers.run(follower.poll, generation, events_only=events_only)
         return page
+
+    def _waiters(self) -> _LoopWaiters:
+        return self._workers.waiters(self._signal, self._tail)
 
     def close(self) -> None:
         """End the iteration (a `next_page` in progress returns `None`); from any thread."""
@@ -438,20 +441,39 @@ class _LoopWaiters:
         self._routed: int | None = None  # the window's `covered` when sessions were last woken
         self._routing: asyncio.Task[None] | None = None
         self._route_again = False
+        self._refreshing: tuple[int, asyncio.Task[None]] | None = None
         self._scheduled = False
         signal.add_listener(self._told)
 
     def _told(self) -> None:  # any thread, with the signal's lock held
+        loop = self._loop()
+        if loop is None or loop.is_closed():  # nobody of it waits any more
+            self._signal.remove_listener(self._told)
+            return
         if self._scheduled:
             return  # the pending wake-up will see every waiter registered until it runs
         self._scheduled = True
-        loop = self._loop()
         try:
-            if loop is None:
-                raise RuntimeError("the loop is gone")
             loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:  # the loop is closed: nobody of it waits any more
+        except RuntimeError:  # closed meanwhile
             self._signal.remove_listener(self._told)
+
+    async def refresh(self, generation: int) -> None:
+        """Bring the followers' shared window up to `generation` on a worker; the tasks of this
+        loop that ask meanwhile await the same read instead of starting their own."""
+        pending = self._refreshing
+        if pending is None or pending[1].done() or pending[0] < generation:
+            task = asyncio.ensure_future(self._workers.run(self._tail.refresh, generation))
+            task.add_done_callback(self._refreshed)
+            pending = self._refreshing = (generation, task)
+        # Shielded: a waiter cancelled must not cancel the read the others await.
+        await asyncio.shield(pending[1])
+
+    def _refreshed(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled():
+            task.exception()  # retrieved: the awaiters (if any are left) raise it themselves
+        if self._refreshing is not None and self._refreshing[1] is task:
+            self._refreshing = None  # nothing of the loop is kept once the read is over
 
     def _wake(self) -> None:  # on the loop
         self._scheduled = False
@@ -476,7 +498,7 @@ class _LoopWaiters:
         try:
             while True:
                 self._route_again = False
-                await self._workers.refresh(self._tail, self._signal.generation)
+                await self.refresh(self._signal.generation)
                 window = self._tail.snapshot()
                 touched = window.sessions_after(self._routed)
                 self._routed = window.covered if window.filled else None
@@ -486,9 +508,12 @@ class _LoopWaiters:
                     self._release([w for s in touched for w in self._sessions.get(s, ())])
                 if not self._route_again:
                     return
-        except Exception:  # a failed read: every follower reads for itself (and gets the error)
+        except Exception as error:  # a failed read: every waiting follower raises it
             self._routed = None
-            self._release([w for ws in self._sessions.values() for w in ws])
+            for waiters in self._sessions.values():
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(error)
         finally:
             self._routing = None
 

@@ -21,6 +21,8 @@ def resolve_url(url: str | None = None) -> str:
     """The URL given, else `SESSION_JOURNAL_DATABASE_URL`, else the embedded SQLite default. An
     empty URL given (`--url ""`, `-x url=`) is an `InvalidRecord`, not the default: a mistyped
     variable must not send the caller to another database."""
+    if url is not None and not isinstance(url, str):
+        raise InvalidRecord(f"the database URL must be a string, got {type(url).__name__}")
     if url is not None and not url.strip():
         raise InvalidRecord("the database URL is empty")
     return url or os.environ.get(URL_ENV) or DEFAULT_URL

@@ -88,7 +88,8 @@ class CommitSignal:
     def remove_listener(self, listener: Callable[[], None]) -> None:
         """Stop calling `listener` (nothing if it was not added)."""
         with self._changed:
-            self._listeners = [known for known in self._listeners if known is not listener]
+            # `!=`, not `is not`: each access to a bound method makes a new, equal object.
+            self._listeners = [known for known in self._listeners if known != listener]
 
     def waiter_joined(self) -> None:
         """A waiter that is not a thread (see `add_listener`) starts waiting: counted as a

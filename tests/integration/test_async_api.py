@@ -336,3 +336,102 @@ def test_a_follower_of_one_session_is_woken_by_its_events_only(migrated_url: str
 
 def messages_of(page: Any) -> list[str]:
     return [event.event.message for event in page.events]
+
+
+def test_idle_followers_of_one_session_wait_without_polling(
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls: list[int] = []
+    poll = AsyncFollower._poll
+
+    async def counted(self: AsyncFollower, generation: int, events_only: bool) -> Any:
+        polls.append(1)
+        return await poll(self, generation, events_only)
+
+    monkeypatch.setattr(AsyncFollower, "_poll", counted)
+
+    async def body(store: AsyncStore) -> int:
+        await store.sessions.save(SessionFactory.build(id="a"))
+        followers = [await store.events.follow(ApiEventFilter(session_id="a")) for _ in range(20)]
+        tasks = [asyncio.create_task(follower.next_page(0.4)) for follower in followers]
+        assert await asyncio.gather(*tasks) == [None] * 20  # nothing committed: no page
+        return len(polls)
+
+    assert scenario(migrated_url, body) <= 2 * 20  # a read at the start, at most one sweep
+
+
+def test_a_failed_read_of_the_window_reaches_the_followers_of_a_session(
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from session_journal import TransientStorageError
+    from session_journal.services.tail import SharedTail
+
+    async def body(store: AsyncStore) -> None:
+        await store.sessions.save(SessionFactory.build(id="a"))
+        follower = await store.events.follow(ApiEventFilter(session_id="a"))
+        task = asyncio.create_task(follower.next_page(LONG_S))
+        await until(lambda: follower.waiter is not None)
+
+        def unreachable(self: SharedTail, generation: int) -> None:
+            raise TransientStorageError("read the followers' window failed: server gone")
+
+        monkeypatch.setattr(SharedTail, "_refresh", unreachable)
+        await asyncio.to_thread(store.sync.faults.record_startup_fault, "a", "lost?")
+        with pytest.raises(TransientStorageError, match="server gone"):
+            async with asyncio.timeout(LONG_S):
+                await task
+
+    scenario(migrated_url, body)
+
+
+def test_closing_an_async_view_ends_its_followers_and_waits(migrated_url: str) -> None:
+    from session_journal import Store
+
+    with Store.open(migrated_url) as sync_store:
+        sync_store.sessions.save(SessionFactory.build(id="a"))
+
+        async def main() -> tuple[list[Any], type[BaseException]]:
+            view = AsyncStore.from_store(sync_store)
+            follower = await view.events.follow(ApiEventFilter(session_id="a"))
+            following = asyncio.create_task(_collect(follower))
+            waiting = asyncio.create_task(
+                view.events.wait(ApiEventFilter(session_id="a"), timeout=LONG_S)
+            )
+            await asyncio.sleep(0.1)
+            await view.close()
+            async with asyncio.timeout(LONG_S):
+                pages = await following
+                (error,) = await asyncio.gather(waiting, return_exceptions=True)
+            assert isinstance(error, BaseException)
+            return pages, type(error)
+
+        assert asyncio.run(main()) == ([], StoreClosed)
+        assert sync_store.faults.record_startup_fault("a", "the sync store is still open")
+
+
+def test_event_loops_that_are_gone_are_forgotten(migrated_url: str) -> None:
+    import gc
+
+    from session_journal import Store
+
+    with Store.open(migrated_url) as sync_store:
+        sync_store.sessions.save(SessionFactory.build(id="a"))
+        store = AsyncStore.from_store(sync_store)
+
+        async def cycle() -> None:
+            follower = await store.events.follow(ApiEventFilter(session_id="a"))
+            assert await follower.next_page(0.01) is None
+            follower.close()
+
+        for _ in range(20):
+            asyncio.run(cycle())
+        sync_store.faults.record_startup_fault("a", "a commit tells the loops that are gone")
+        gc.collect()
+        signal = sync_store._database.signal
+        assert (len(signal._listeners), len(store._workers._loop_waiters)) == (0, 0)
+        asyncio.run(store.close())
+
+
+def test_a_url_that_is_not_a_string_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidRecord, match="the database URL must be a string, got int"):
+        asyncio.run(AsyncStore.open(5))  # type: ignore[arg-type]
