@@ -19,9 +19,12 @@ from .tail import SharedTail
 MAX_PAGE = 1000
 MAX_WAIT_S = 3600.0
 """The longest `timeout` of `wait`."""
-PRUNE_BATCH = 1000
+PRUNE_BATCH = 250
 """The most events one transaction of `prune` deletes (a short write lock: appenders of this
 process and others take turns between batches)."""
+PRUNE_SHARE = 0.25
+"""The share of the write path's time a running `prune` takes at most: after each batch it
+pauses for three times as long as the batch took, so that appenders keep the rest."""
 
 
 @dataclass(frozen=True)
@@ -293,7 +296,8 @@ class EventService:
         The first transaction records the floor (`pruned_through`, never lowered) and raises
         the database's minimum compatible level to 7 (older code must refuse a pruned log)
         before it deletes anything; then the prefix goes in batches of `PRUNE_BATCH` events,
-        each its own transaction on the write path, so appenders wait for one batch at most.
+        each its own transaction on the write path, so appenders wait for one batch at most,
+        paced so that the prune takes at most `PRUNE_SHARE` of the write path's time.
         The frontier never moves. Idempotent, and safe to interrupt: running it again (with
         any arguments) finishes the deletion below the recorded floor. It runs its own
         transactions, so it takes no `uow=`."""
@@ -314,9 +318,13 @@ class EventService:
             return deleted
 
         action = f"prune events through seq {through}"
+        began = time.monotonic()
         deleted = self._transactions.submit(first, action)
         total = deleted
         while deleted == PRUNE_BATCH:
+            # Paced: a batch runs in the write path's transactions, where appends wait for it.
+            time.sleep((time.monotonic() - began) * (1 / PRUNE_SHARE - 1))
+            began = time.monotonic()
             deleted = self._transactions.submit(batch, action)
             total += deleted
         return total
