@@ -55,6 +55,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 from . import driver
 from .db import translate_errors
 from .errors import InvalidRecord
+from .repositories.events import EMPTY_MARK, PendingMark
 from .unit_of_work import UnitOfWork
 
 _ATTRIBUTE = "_session_journal_binding"  # on the Connection: its current transaction's binding
@@ -70,7 +71,7 @@ class _Binding:
         self.live = True  # until the transaction ends
         # The savepoints of the caller opened since binding, innermost last: each one's name
         # (SQLAlchemy's) and how many events were queued when it began.
-        self.savepoints: list[tuple[str | None, int]] = []
+        self.savepoints: list[tuple[str | None, PendingMark]] = []
 
 
 _THREADS = threading.local()  # `bindings`: a WeakSet of the bindings each thread made
@@ -263,7 +264,7 @@ def _on_savepoint(connection: sa.Connection, name: str | None) -> None:
         if name is None:  # SQLAlchemy names it after this event: sa_savepoint_<its count + 1>
             count = getattr(connection, "_Connection__savepoint_seq", None)
             name = None if count is None else f"sa_savepoint_{count + 1}"
-        binding.savepoints.append((name, binding.uow.events.pending_count()))
+        binding.savepoints.append((name, binding.uow.events.mark()))
 
 
 def _on_rollback_savepoint(connection: sa.Connection, name: str, context: object) -> None:
@@ -273,7 +274,7 @@ def _on_rollback_savepoint(connection: sa.Connection, name: str, context: object
     binding = _live(connection)
     if binding is not None:
         mark = _pop_down_to(binding, name)
-        binding.uow.events.discard_after(0 if mark is None else mark)
+        binding.uow.events.restore(EMPTY_MARK if mark is None else mark)
 
 
 def _on_release_savepoint(connection: sa.Connection, name: str, context: object) -> None:
@@ -282,9 +283,9 @@ def _on_release_savepoint(connection: sa.Connection, name: str, context: object)
         _pop_down_to(binding, name)
 
 
-def _pop_down_to(binding: _Binding, name: str) -> int | None:
-    """Forget the savepoint `name` and those opened inside it; how many events were queued
-    when it began, or `None` if it began before binding (then every savepoint is forgotten)."""
+def _pop_down_to(binding: _Binding, name: str) -> PendingMark | None:
+    """Forget the savepoint `name` and those opened inside it; the queue's mark when it began,
+    or `None` if it began before binding (then every savepoint is forgotten)."""
     names = [opened for opened, _ in binding.savepoints]
     if name in names:
         at = len(names) - 1 - names[::-1].index(name)

@@ -35,6 +35,7 @@ from .repositories import (
     StoredLifecycle,
     StoredProjection,
 )
+from .repositories.events import PendingMark
 from .wakeups import CommitSignal
 
 T = TypeVar("T")
@@ -415,7 +416,7 @@ class UnitOfWork:
             kept = True
 
         outer, self._committer = self._committer, keep
-        mark = self.events.pending_count()
+        mark = self.events.mark()
         try:
             with translate_errors(action):
                 driver.nested_savepoint(self.connection)
@@ -434,8 +435,8 @@ class UnitOfWork:
         finally:
             self._committer = outer
 
-    def _undo(self, mark: int, action: str) -> None:
-        self.events.discard_after(mark)
+    def _undo(self, mark: PendingMark, action: str) -> None:
+        self.events.restore(mark)
         with translate_errors(f"undo {action}"):
             driver.rollback_nested(self.connection)
 

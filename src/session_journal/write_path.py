@@ -475,7 +475,7 @@ class WritePath:
 
         Whatever the function raises is its own caller's, `SystemExit` and `KeyboardInterrupt`
         included: it is raised there, never in the leader's thread, and the batch goes on."""
-        mark = uow.events.pending_count()
+        mark = uow.events.mark()
         if not bare:
             driver.savepoint(connection)
         self._commit_marked = False
@@ -502,7 +502,7 @@ class WritePath:
             except Exception as raised:  # PostgreSQL: the function swallowed an error of its
                 # own, which aborted the transaction; undo it below, as a failed call
                 outcome = (_ERROR, _translated(call, raised))
-        uow.events.discard_after(mark)
+        uow.events.restore(mark)
         if bare:
             driver.rollback(connection)
             driver.begin_write(connection)

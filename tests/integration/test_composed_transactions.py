@@ -23,6 +23,7 @@ from session_journal import (
     SessionRecord,
     SessionState,
     Store,
+    UnitOfWork,
 )
 from tests.backends import database_url
 from tests.factories import ActivityFactory, CheckpointMetadataFactory, SessionFactory
@@ -220,6 +221,49 @@ def test_events_queued_in_a_rolled_back_savepoint_of_the_caller_go_with_it(
     page = store.events.load(after_seq=0)
     assert [event.event.message for event in page.events] == ["kept", "released"]
     assert orders(host_engine) == []
+
+
+def test_undoing_a_session_delete_brings_back_the_events_queued_before_it(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    # The delete takes the session's queued events out of the queue (inserted, they would go
+    # with it); the rolled-back savepoint undoes the delete, so they must come back.
+    store.sessions.save(SessionFactory(id="s-1"))
+    with host_engine.connect() as connection:
+        uow = store.bind(connection)
+        store.faults.record_startup_fault("s-1", "before the delete", uow=uow)
+        savepoint = connection.begin_nested()
+        assert store.sessions.delete("s-1", uow=uow)
+        store.faults.record_startup_fault("s-1", "after the delete", uow=uow)  # no session
+        savepoint.rollback()
+        store.faults.record_startup_fault("s-1", "after the rollback", uow=uow)
+        connection.commit()
+    page = store.events.load(after_seq=0)
+    assert [event.event.message for event in page.events] == [
+        "before the delete",
+        "after the rollback",
+    ]
+    assert store.sessions.get("s-1") is not None
+
+
+def test_a_call_of_a_batch_that_deletes_a_session_and_fails_loses_no_event(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+
+    def record_delete_fail(uow: UnitOfWork) -> None:
+        store.faults.record_startup_fault("s-1", "kept", uow=uow)
+        uow.commit()
+
+        def delete_and_fail(inner: UnitOfWork) -> None:
+            store.sessions.delete("s-1", uow=inner)
+            raise LookupError("changed its mind")
+
+        with pytest.raises(LookupError):
+            uow.run_nested(delete_and_fail, "delete and fail")
+
+    store.run_in_unit_of_work(record_delete_fail)
+    page = store.events.load(after_seq=0)
+    assert [event.event.message for event in page.events] == ["kept"]
+    assert store.sessions.get("s-1") is not None
 
 
 def test_events_that_cannot_be_inserted_at_commit_fail_the_commit_and_nothing_commits(

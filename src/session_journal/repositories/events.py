@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -88,8 +88,8 @@ _PRESENT_AFTER = (
     sa.select(ApiEventRow.seq, SessionContextRow.workspace_id)
     .select_from(ApiEventRow)
     .outerjoin(SessionContextRow, SessionContextRow.session_id == ApiEventRow.session_id)
-    .where(ApiEventRow.seq > sa.bindparam("after_seq"))
-    .where(ApiEventRow.seq <= sa.bindparam("through_seq"))
+    .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
+    .where(ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger))
 )
 StoredRow = tuple[int, str, int, str]
 """An event as stored: `(seq, session_id, recorded_at_ms, body text)`."""
@@ -295,10 +295,18 @@ class EventRepository:
         """How many appended events wait for `flush`."""
         return len(self._pending)
 
-    def discard_after(self, count: int) -> None:
-        """Forget the events appended after the first `count` (their call was undone, and
-        with it what it learnt of sessions: a session it deleted and then checked is gone)."""
-        del self._pending[count:]
+    def mark(self) -> PendingMark:
+        """The queued events as they are now, to go back to with `restore` when what follows
+        is undone (a savepoint rolled back). A snapshot, not a count: a session deleted after
+        the mark takes its queued events out of the queue, and undoing that delete must bring
+        them back."""
+        return PendingMark(tuple(self._pending))
+
+    def restore(self, mark: PendingMark) -> None:
+        """Go back to the queue of `mark`: the events appended since are forgotten and those
+        taken out since (by a session delete that was undone) come back; what the undone work
+        learnt of sessions is forgotten too (a session it deleted and then checked is back)."""
+        self._pending = list(mark.rows)
         self._sessions_seen.clear()
 
     def discard_session(self, session_id: str) -> None:
@@ -389,10 +397,22 @@ class EventRepository:
     def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
         """The seqs of the events with `after_seq < seq <= through_seq`, each with its
         session's workspace (`None`: the session has no workspace context)."""
-        rows = self._connection.execute(
-            _PRESENT_AFTER, {"after_seq": after_seq, "through_seq": through_seq}
-        )
-        return {seq: workspace_id for seq, workspace_id in rows}
+        # On the driver's cursor (the hot-path seam): the followers' window reads up to
+        # `follow_window_events` of these on every move of the wake-up signal.
+        rows = driver.run(
+            self._connection, _PRESENT_AFTER, {"after_seq": after_seq, "through_seq": through_seq}
+        ).fetchall()
+        return dict(rows)
+
+
+class PendingMark(NamedTuple):
+    """The queued events of a unit of work at one moment (`EventRepository.mark`)."""
+
+    rows: tuple[dict[str, Any], ...]
+
+
+EMPTY_MARK = PendingMark(())
+"""The mark of an empty queue."""
 
 
 def split_floor(rows: list[Any]) -> tuple[int, int, list[Any]]:
