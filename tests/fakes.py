@@ -201,11 +201,18 @@ class FakeEvents:
         ]
         return self._state.latest_seq, 0, rows[:limit]
 
-    def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
+    def present_after(self, after_seq: int, through_seq: int) -> set[int]:
+        return {event.seq for event in self._state.events if after_seq < event.seq <= through_seq}
+
+    def count_between(self, after_seq: int, through_seq: int) -> int:
+        return len(self.present_after(after_seq, through_seq))
+
+    def workspaces_after(self, after_seq: int, through_seq: int) -> dict[str, str]:
         return {
-            event.seq: self._state.sessions[event.session_id].workspace_id
+            event.session_id: workspace
             for event in self._state.events
             if after_seq < event.seq <= through_seq
+            and (workspace := self._state.sessions[event.session_id].workspace_id) is not None
         }
 
     def flush(self) -> None:

@@ -126,9 +126,17 @@ class EventReads(Protocol):
         """How many events are stored with `seq <= through_seq`."""
         ...
 
-    def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
-        """The seqs of the events with `after_seq < seq <= through_seq`, each with its
-        session's workspace."""
+    def present_after(self, after_seq: int, through_seq: int) -> set[int]:
+        """The seqs of the events stored with `after_seq < seq <= through_seq`."""
+        ...
+
+    def count_between(self, after_seq: int, through_seq: int) -> int:
+        """How many events are stored with `after_seq < seq <= through_seq`."""
+        ...
+
+    def workspaces_after(self, after_seq: int, through_seq: int) -> dict[str, str]:
+        """The workspace of each session with events `after_seq < seq <= through_seq` (none
+        for a session without a workspace context)."""
         ...
 
 

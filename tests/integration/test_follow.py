@@ -432,12 +432,17 @@ def test_followers_at_the_frontier_share_one_read_per_wake_up(sessions: Store) -
     assert tail.refreshes - before <= 2 * 6 + 2
 
 
-def test_the_window_answers_as_load_does_after_deletes_and_moves(sessions: Store) -> None:
+@pytest.mark.parametrize("read_between", [False, True])
+def test_the_window_answers_as_load_does_after_deletes_and_moves(
+    sessions: Store, read_between: bool
+) -> None:
     cursor = sessions.events.latest_seq()
     sessions.events.wait(after_seq=cursor, timeout=0)  # the window starts at the frontier
     for n in range(3):
         sessions.faults.record_startup_fault("a", f"a{n}")
         sessions.faults.record_startup_fault("b", f"b{n}")
+    if read_between:  # the window holds b's events when b goes: its next read must see that
+        assert len(sessions.events.wait(after_seq=cursor, timeout=0).events) == 6
     assert sessions.sessions.delete("b")
     sessions.sessions.save(SessionFactory(id="b", workspace_id="w-a"))  # the id again
     sessions.faults.record_startup_fault("b", "new b")

@@ -84,12 +84,14 @@ _APPEND_ONE = (
     )
     .add_cte(_taken, nest_here=True)
 )
-_PRESENT_AFTER = (
-    sa.select(ApiEventRow.seq, SessionContextRow.workspace_id)
-    .select_from(ApiEventRow)
-    .outerjoin(SessionContextRow, SessionContextRow.session_id == ApiEventRow.session_id)
-    .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
-    .where(ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger))
+_IN_RANGE = (
+    ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger),
+    ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger),
+)
+_PRESENT_AFTER = sa.select(ApiEventRow.seq).where(*_IN_RANGE)
+_COUNT_BETWEEN = sa.select(sa.func.count()).select_from(ApiEventRow).where(*_IN_RANGE)
+_WORKSPACES_AFTER = sa.select(SessionContextRow.session_id, SessionContextRow.workspace_id).where(
+    SessionContextRow.session_id.in_(sa.select(ApiEventRow.session_id).where(*_IN_RANGE))
 )
 StoredRow = tuple[int, str, int, str]
 """An event as stored: `(seq, session_id, recorded_at_ms, body text)`."""
@@ -394,13 +396,29 @@ class EventRepository:
         ).rowcount
         return int(deleted)
 
-    def present_after(self, after_seq: int, through_seq: int) -> dict[int, str | None]:
-        """The seqs of the events with `after_seq < seq <= through_seq`, each with its
-        session's workspace (`None`: the session has no workspace context)."""
-        # On the driver's cursor (the hot-path seam): the followers' window reads up to
-        # `follow_window_events` of these on every move of the wake-up signal.
+    def present_after(self, after_seq: int, through_seq: int) -> set[int]:
+        """The seqs of the events stored with `after_seq < seq <= through_seq`."""
+        # On the driver's cursor (the hot-path seam), as the two below: the followers' window
+        # reads these on every move of the wake-up signal.
         rows = driver.run(
             self._connection, _PRESENT_AFTER, {"after_seq": after_seq, "through_seq": through_seq}
+        ).fetchall()
+        return {row[0] for row in rows}
+
+    def count_between(self, after_seq: int, through_seq: int) -> int:
+        """How many events are stored with `after_seq < seq <= through_seq`."""
+        row = driver.run(
+            self._connection, _COUNT_BETWEEN, {"after_seq": after_seq, "through_seq": through_seq}
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    def workspaces_after(self, after_seq: int, through_seq: int) -> dict[str, str]:
+        """The workspace of each session with events `after_seq < seq <= through_seq` (a
+        session without a workspace context is absent)."""
+        rows = driver.run(
+            self._connection,
+            _WORKSPACES_AFTER,
+            {"after_seq": after_seq, "through_seq": through_seq},
         ).fetchall()
         return dict(rows)
 

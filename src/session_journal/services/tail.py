@@ -10,10 +10,11 @@ again after a delete is no confusion), a workspace filter uses each session's wo
 database says, and nothing uncommitted is in it. It is refreshed by one reader for each move of
 the store's wake-up signal (whichever follower comes first, under a lock; the others then read
 memory): each read publishes a new window and never changes a published one, so a reader takes
-no lock (an event loop reads it without waiting). A read is two statements, the new rows after
-`covered` with the frontier, and the seqs and workspaces of the events after `lo`. A follower
-whose cursor is below `lo`, or whose page the window cannot complete, reads the database as
-`load` does.
+no lock (an event loop reads it without waiting). A read is three statements: the new rows after
+`covered` with the frontier, a count of the earlier events still stored (their seqs are read
+again only when some went, with a deleted session), and the workspaces of the window's sessions.
+A follower whose cursor is below `lo`, or whose page the window cannot complete, reads the
+database as `load` does.
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ class SharedTail:
                     size -= len(rows[drop][3])
                     drop += 1
                 lo = rows[drop - 1][0] if drop else old.lo
+                # Which of the window's earlier events still exist: none can have been added
+                # below `old.covered` since (seqs are taken at commit, in order), so the same
+                # count means the same events; a smaller one (a session deleted) reads them.
+                kept = {seq for seq in old.present if seq > lo}
+                if uow.events.count_between(lo, old.covered) != len(kept):
+                    kept = uow.events.present_after(lo, old.covered)
                 window = _Window(
                     generation,
                     filled=True,
@@ -119,7 +126,8 @@ class SharedTail:
                     pruned=pruned,
                     rows=rows[drop:],
                     size=size,
-                    present=uow.events.present_after(lo, covered),
+                    present=kept | {row[0] for row in new if row[0] <= covered},
+                    workspaces=uow.events.workspaces_after(lo, covered),
                 )
         self._window = window
         self.refreshes += 1
@@ -140,7 +148,8 @@ class _Window:
     pruned: int = 0  # the floor of the pruned log, from the same snapshot
     rows: list[Row] = field(default_factory=list)  # in seq order
     size: int = 0  # body bytes
-    present: dict[int, str | None] = field(default_factory=dict)
+    present: set[int] = field(default_factory=set)  # the seqs of those events still stored
+    workspaces: dict[str, str] = field(default_factory=dict)  # of their sessions, if any
 
     def sessions_after(self, seq: int | None) -> set[str] | None:
         """The sessions of the window's events with a seq above `seq`; `None` when the window
@@ -167,11 +176,11 @@ class _Window:
         if session_id is not None:  # most followers follow one session: narrow it first
             after = [row for row in after if row[1] == session_id]
         rows: list[Row] = []
-        present = self.present
+        present, workspaces = self.present, self.workspaces
         for row in after:
             if row[0] not in present:
                 continue  # deleted since (with its session)
-            if workspace_id is not None and present[row[0]] != workspace_id:
+            if workspace_id is not None and workspaces.get(row[1]) != workspace_id:
                 continue
             rows.append(row)
             if len(rows) >= limit:
