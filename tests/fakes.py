@@ -207,14 +207,6 @@ class FakeEvents:
     def count_between(self, after_seq: int, through_seq: int) -> int:
         return len(self.present_after(after_seq, through_seq))
 
-    def workspaces_after(self, after_seq: int, through_seq: int) -> dict[str, str]:
-        return {
-            event.session_id: workspace
-            for event in self._state.events
-            if after_seq < event.seq <= through_seq
-            and (workspace := self._state.sessions[event.session_id].workspace_id) is not None
-        }
-
     def flush(self) -> None:
         """At commit: the queued events get the next seqs, in order."""
         for session_id, recorded_at_ms, body in self._pending:

@@ -134,11 +134,6 @@ class EventReads(Protocol):
         """How many events are stored with `after_seq < seq <= through_seq`."""
         ...
 
-    def workspaces_after(self, after_seq: int, through_seq: int) -> dict[str, str]:
-        """The workspace of each session with events `after_seq < seq <= through_seq` (none
-        for a session without a workspace context)."""
-        ...
-
 
 class EventWrites(EventReads, Protocol):
     """Appending to the ordered log (seqs are assigned at commit)."""

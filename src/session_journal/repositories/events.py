@@ -90,9 +90,6 @@ _IN_RANGE = (
 )
 _PRESENT_AFTER = sa.select(ApiEventRow.seq).where(*_IN_RANGE)
 _COUNT_BETWEEN = sa.select(sa.func.count()).select_from(ApiEventRow).where(*_IN_RANGE)
-_WORKSPACES_AFTER = sa.select(SessionContextRow.session_id, SessionContextRow.workspace_id).where(
-    SessionContextRow.session_id.in_(sa.select(ApiEventRow.session_id).where(*_IN_RANGE))
-)
 StoredRow = tuple[int, str, int, str]
 """An event as stored: `(seq, session_id, recorded_at_ms, body text)`."""
 _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
@@ -398,8 +395,8 @@ class EventRepository:
 
     def present_after(self, after_seq: int, through_seq: int) -> set[int]:
         """The seqs of the events stored with `after_seq < seq <= through_seq`."""
-        # On the driver's cursor (the hot-path seam), as the two below: the followers' window
-        # reads these on every move of the wake-up signal.
+        # On the driver's cursor (the hot-path seam), as `count_between`: the followers' window
+        # reads these on moves of the wake-up signal.
         rows = driver.run(
             self._connection, _PRESENT_AFTER, {"after_seq": after_seq, "through_seq": through_seq}
         ).fetchall()
@@ -411,16 +408,6 @@ class EventRepository:
             self._connection, _COUNT_BETWEEN, {"after_seq": after_seq, "through_seq": through_seq}
         ).fetchone()
         return int(row[0]) if row is not None else 0
-
-    def workspaces_after(self, after_seq: int, through_seq: int) -> dict[str, str]:
-        """The workspace of each session with events `after_seq < seq <= through_seq` (a
-        session without a workspace context is absent)."""
-        rows = driver.run(
-            self._connection,
-            _WORKSPACES_AFTER,
-            {"after_seq": after_seq, "through_seq": through_seq},
-        ).fetchall()
-        return dict(rows)
 
 
 class PendingMark(NamedTuple):

@@ -3,18 +3,17 @@ which followers at or near the frontier are served without a query of their own.
 
 The window holds the stored rows of the events with `lo < seq <= covered`, every one of them,
 and the frontier `hi` (`covered == hi` unless more than a window committed at once), all read in
-one snapshot together with which of those events still exist and their session's workspace. It
-answers a page for that range exactly as `load` would have at that snapshot: the events of a
-session deleted since are gone (which events exist is read again each time, so a session id used
-again after a delete is no confusion), a workspace filter uses each session's workspace as the
-database says, and nothing uncommitted is in it. It is refreshed by one reader for each move of
-the store's wake-up signal (whichever follower comes first, under a lock; the others then read
-memory): each read publishes a new window and never changes a published one, so a reader takes
-no lock (an event loop reads it without waiting). A read is three statements: the new rows after
-`covered` with the frontier, a count of the earlier events still stored (their seqs are read
-again only when some went, with a deleted session), and the workspaces of the window's sessions.
-A follower whose cursor is below `lo`, or whose page the window cannot complete, reads the
-database as `load` does.
+one snapshot together with which of those events were deleted since. It answers a page for that
+range exactly as `load` would have at that snapshot: the events of a session deleted since are
+gone (a session id used again after a delete is no confusion), and nothing uncommitted is in it;
+a follower of a workspace reads the database (a session may have moved). It is refreshed by one
+reader for each move of the store's wake-up signal (whichever follower comes first, under a
+lock; the others then read memory): each read publishes a new window and never changes a
+published one, so a reader takes no lock (an event loop reads it without waiting). A read is two
+statements: the new rows after `covered` with the frontier, and a count of the earlier events
+still stored (their seqs are read again only when some went, with a deleted session). A follower
+whose cursor is below `lo`, or whose page the window cannot complete, reads the database as
+`load` does.
 """
 
 from __future__ import annotations
@@ -111,12 +110,16 @@ class SharedTail:
                     size -= len(rows[drop][3])
                     drop += 1
                 lo = rows[drop - 1][0] if drop else old.lo
-                # Which of the window's earlier events still exist: none can have been added
-                # below `old.covered` since (seqs are taken at commit, in order), so the same
-                # count means the same events; a smaller one (a session deleted) reads them.
-                kept = {seq for seq in old.present if seq > lo}
-                if uow.events.count_between(lo, old.covered) != len(kept):
-                    kept = uow.events.present_after(lo, old.covered)
+                rows = rows[drop:]
+                # Which of the window's earlier events are gone (with a deleted session): none
+                # can have been added below `old.covered` since (seqs are taken at commit, in
+                # order), so an unchanged count means none went since the last read; else
+                # their seqs are read again. The new rows were read in this snapshot: stored.
+                missing = frozenset(seq for seq in old.missing if seq > lo)
+                earlier = len(rows) - len(new)
+                if uow.events.count_between(lo, old.covered) != earlier - len(missing):
+                    stored = uow.events.present_after(lo, old.covered)
+                    missing = frozenset(row[0] for row in rows[:earlier] if row[0] not in stored)
                 window = _Window(
                     generation,
                     filled=True,
@@ -124,10 +127,9 @@ class SharedTail:
                     covered=covered,
                     hi=hi,
                     pruned=pruned,
-                    rows=rows[drop:],
+                    rows=rows,
                     size=size,
-                    present=kept | {row[0] for row in new if row[0] <= covered},
-                    workspaces=uow.events.workspaces_after(lo, covered),
+                    missing=missing,
                 )
         self._window = window
         self.refreshes += 1
@@ -136,9 +138,9 @@ class SharedTail:
 @dataclass(frozen=True)
 class _Window:
     """One published state of the window: the rows of the events with `lo < seq <= covered`,
-    the frontier `hi`, which of those events still exist (with their session's workspace), all
-    read in one snapshot at the signal's `generation`. Never changed once published, so a
-    reader needs no lock."""
+    the frontier `hi` and which of those events were deleted since they were read, all as of one
+    snapshot at the signal's `generation`. Never changed once published, so a reader needs no
+    lock."""
 
     generation: int
     filled: bool
@@ -148,8 +150,7 @@ class _Window:
     pruned: int = 0  # the floor of the pruned log, from the same snapshot
     rows: list[Row] = field(default_factory=list)  # in seq order
     size: int = 0  # body bytes
-    present: set[int] = field(default_factory=set)  # the seqs of those events still stored
-    workspaces: dict[str, str] = field(default_factory=dict)  # of their sessions, if any
+    missing: frozenset[int] = frozenset()  # the seqs of those events deleted since
 
     def sessions_after(self, seq: int | None) -> set[str] | None:
         """The sessions of the window's events with a seq above `seq`; `None` when the window
@@ -167,24 +168,21 @@ class _Window:
             # Behind the window; or ahead of it: the reader saw newer rows in the database
             # than this window holds (a commit not signalled yet). The database answers.
             return None
+        if event_filter.workspace_id is not None:
+            # Which workspace a session is in is the database's to say now (a session may have
+            # moved): a workspace follower reads the database.
+            return None
         if cursor == 0 and self.pruned:
             # From the oldest retained event: the database answers (rows of a prune under way
             # are still in the window, and are not retained).
             return None
         after = self.rows[bisect_right(self.rows, cursor, key=_seq) :]
-        session_id, workspace_id = event_filter.session_id, event_filter.workspace_id
+        session_id = event_filter.session_id
         if session_id is not None:  # most followers follow one session: narrow it first
             after = [row for row in after if row[1] == session_id]
-        rows: list[Row] = []
-        present, workspaces = self.present, self.workspaces
-        for row in after:
-            if row[0] not in present:
-                continue  # deleted since (with its session)
-            if workspace_id is not None and workspaces.get(row[1]) != workspace_id:
-                continue
-            rows.append(row)
-            if len(rows) >= limit:
-                break
+        missing = self.missing
+        rows = after if not missing else [row for row in after if row[0] not in missing]
+        rows = rows[:limit]
         if len(rows) < limit and self.covered < self.hi:
             return None  # the rest of the page is beyond the window
         return self.hi, self.pruned, rows
