@@ -51,6 +51,14 @@ async def messages(store: AsyncStore, session_id: str | None = None) -> list[str
     return [event.event.message for event in page.events if isinstance(event.event, SessionFault)]
 
 
+async def listening(store: AsyncStore) -> None:
+    """Wait until PostgreSQL's listener has begun (it pulses once then)."""
+    wakeups = store.sync._database.wakeups
+    if isinstance(wakeups, PostgresListener):
+        assert await asyncio.to_thread(wakeups.listening.wait, LONG_S)
+        await asyncio.sleep(0.05)  # its pulse's wake-up has run
+
+
 def hold_the_write_path(store: AsyncStore) -> tuple[threading.Event, threading.Thread]:
     """A thread in a `unit_of_work()` block until the returned event is set: every other write
     queues behind it."""
@@ -118,6 +126,7 @@ def test_cancelling_a_wait_or_a_follow_releases_what_it_held(migrated_url: str) 
     async def body(store: AsyncStore) -> tuple[int, int, int]:
         await store.sessions.save(SessionFactory.build(id="s-1"))
         signal = store.sync._database.commit_signal()
+        await listening(store)  # no pulse of its own comes while the waits are cancelled
         listeners = len(signal._listeners)
         follower = await store.events.follow(after_seq=0)
         waits = [
@@ -376,9 +385,7 @@ def test_a_failed_read_of_the_window_reaches_the_followers_of_a_session(
         await until(lambda: follower.waiter is not None)
         # Nothing reads the window now: PostgreSQL's listener pulsed when its LISTEN began (a
         # read of the window that starts before the patch below would succeed).
-        wakeups = store.sync._database.wakeups
-        if isinstance(wakeups, PostgresListener):
-            assert await asyncio.to_thread(wakeups.listening.wait, LONG_S)
+        await listening(store)
         waiters = store._workers._loop_waiters[asyncio.get_running_loop()]
         await until(lambda: waiters._routing is None and follower.waiter is not None)
 
