@@ -70,15 +70,20 @@ WAKE_CHUNK = 64
 """How many waiting tasks one turn of the event loop wakes (the others in the next turns)."""
 
 
+def _thread_count(threads: object) -> int:
+    """`threads` if it is a worker count an async store may have; `InvalidRecord` otherwise."""
+    if isinstance(threads, bool) or not isinstance(threads, int):
+        raise InvalidRecord(f"threads must be an integer, got {type(threads).__name__}")
+    if not 1 <= threads <= MAX_THREADS:
+        raise InvalidRecord(f"threads must be from 1 to {MAX_THREADS}, got {threads}")
+    return threads
+
+
 class _Workers:
     """The worker threads of one async store, and how a coroutine runs a call on them."""
 
     def __init__(self, threads: object) -> None:
-        if isinstance(threads, bool) or not isinstance(threads, int):
-            raise InvalidRecord(f"threads must be an integer, got {type(threads).__name__}")
-        if not 1 <= threads <= MAX_THREADS:
-            raise InvalidRecord(f"threads must be from 1 to {MAX_THREADS}, got {threads}")
-        self.threads = threads
+        threads = _thread_count(threads)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=threads, thread_name_prefix="session-journal async"
         )
@@ -594,7 +599,7 @@ class AsyncStore:
     ) -> AsyncStore:
         """`Store.open`, awaited (the same arguments and errors), with `threads` worker
         threads (1 to 1,024)."""
-        _Workers(threads).shutdown()  # a bad `threads` is refused before anything is opened
+        _thread_count(threads)  # a bad `threads` is refused before anything is opened
         store = await asyncio.to_thread(Store.open, url, upgrade=upgrade, options=options)
         return cls(store, threads=threads, owns=True)
 

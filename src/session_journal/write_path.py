@@ -251,11 +251,16 @@ class WritePath:
             return len(self._queue)
 
     def writing_in_this_thread(self) -> bool:
-        """Whether this thread is inside the write path's transaction: in a unit-of-work
-        block, or running the functions of a batch (a service called there would wait for the
-        batch that runs it)."""
+        """Whether this thread is inside a write transaction of the store: in a unit-of-work
+        block, running the functions of a batch, or holding a transaction of its own bound to
+        the store (`store.bind`); a write (or a wait for one, such as the journal index's)
+        started there would wait for that transaction."""
         me = threading.get_ident()
-        return self._exclusive_thread == me or self._running_thread == me
+        return (
+            self._exclusive_thread == me
+            or self._running_thread == me
+            or bound.holds_binding(self.owner)
+        )
 
     def close(self) -> None:
         """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
@@ -282,13 +287,6 @@ class WritePath:
 
     def _enqueue(self, call: _Call[Any]) -> None:
         """Queue the call; with nobody leading, its own thread leads at once."""
-        if self.writing_in_this_thread():
-            # This thread holds the write path: waiting for its turn would wait for itself.
-            raise SessionJournalError(
-                f"{call.action}: a write was started inside a unit of work of the same store "
-                "(a `unit_of_work()` block or a function the write path runs); use the unit of "
-                "work's repositories instead"
-            )
         if bound.holds_binding(self.owner):
             # This thread holds a transaction of the caller bound to the store: on SQLite it
             # holds the write lock, on PostgreSQL maybe the rows the call needs.
@@ -297,6 +295,13 @@ class WritePath:
                 "(store.bind) that has not ended; pass uow=<its unit of work> to make the call "
                 "inside it, or commit or roll back that transaction first (else the call would "
                 "wait for it)"
+            )
+        if self.writing_in_this_thread():
+            # This thread holds the write path: waiting for its turn would wait for itself.
+            raise SessionJournalError(
+                f"{call.action}: a write was started inside a unit of work of the same store "
+                "(a `unit_of_work()` block or a function the write path runs); use the unit of "
+                "work's repositories instead"
             )
         with self._idle:
             if self._closed:

@@ -600,3 +600,24 @@ def test_the_repositories_of_an_ended_bound_unit_of_work_refuse_to_write(
             uow.activity.put("late", ActivityFactory().model_dump_json())
         connection.commit()
     assert store.sessions.get("late") is None
+
+
+def test_a_journal_writer_indexing_into_the_store_refuses_to_flush_inside_a_bound_transaction(
+    store: Store, host_engine: sa.Engine, tmp_path: Path
+) -> None:
+    # Its index inserts go through the store's write path, which waits for this transaction.
+    from session_journal.journal.writer import JournalWriter
+    from tests.factories import JournalEnvelopeFactory
+
+    store.sessions.save(SessionFactory(id="s-1"))
+    writer = JournalWriter(tmp_path / "s-1", index=store.index, session_id="s-1")
+    try:
+        writer.send(JournalEnvelopeFactory(seq=1))
+        with host_engine.connect() as connection:
+            store.bind(connection)
+            with pytest.raises(SessionJournalError, match=r"flush\(\) of a journal writer"):
+                writer.flush()
+            connection.rollback()
+        assert writer.flush().persisted
+    finally:
+        writer.close()

@@ -112,8 +112,8 @@ class Follower(Iterator[ApiEventPage]):
         self, generation: int, *, events_only: bool = False
     ) -> ApiEventPage | Literal["behind", "database"] | None:
         """`poll`, but only if it can be answered from memory without waiting for a lock (from
-        an event loop): `"behind"` when the shared window is older than `generation` or busy
-        (`refresh_window(generation)` on a thread, then ask again); `"database"` when only the
+        an event loop): `"behind"` when the shared window is older than `generation` (refresh
+        it, `SharedTail.refresh`, on a thread, then ask again); `"database"` when only the
         database can answer (`poll` on a thread)."""
         stale = self._read_at is not None and self._stale()
         if self._read_at == generation and not stale:
@@ -130,10 +130,6 @@ class Follower(Iterator[ApiEventPage]):
         latest, pruned, rows = served
         page = self._checked(cursor, page_after(cursor, latest, stored_events(rows)), pruned)
         return self._took(page, generation, events_only)
-
-    def refresh_window(self, generation: int) -> None:
-        """Bring the store's shared window up to `generation` (a read of the database)."""
-        self._events._tail.refresh(generation)
 
     def _took(self, page: ApiEventPage, generation: int, events_only: bool) -> ApiEventPage | None:
         """`page` if it is one to return (events, or a moved cursor unless `events_only`);
