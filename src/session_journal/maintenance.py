@@ -14,6 +14,7 @@ from .db import create_engine, require_database, sqlite_migration_lock, translat
 from .errors import InvalidRecord
 from .migrations import verify
 from .models import ApiEventRow, Base, EventSequenceRow, SessionRow
+from .repositories.events import API_EVENTS
 
 _DURATION = re.compile(r"(?P<amount>[0-9]{1,12})(?P<unit>ms|s|m|h|d|w)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
@@ -96,7 +97,7 @@ def stats(url: str, options: StoreOptions | None = None) -> DatabaseStats:
             events = connection.execute(sa.select(sa.func.count()).select_from(ApiEventRow))
             sequences = connection.execute(
                 sa.select(EventSequenceRow.last_seq, EventSequenceRow.pruned_through).where(
-                    EventSequenceRow.name == "api_events"
+                    EventSequenceRow.name == API_EVENTS
                 )
             ).one()
             size, free = _size(connection)
@@ -128,7 +129,8 @@ def vacuum(url: str, options: StoreOptions | None = None) -> VacuumResult:
         ):
             with engine.connect() as connection:
                 before, _ = _size(connection)
-            # On the driver's connection, outside any transaction: VACUUM refuses to run in one.
+            # On the driver's connection, outside any transaction: VACUUM refuses to run in one,
+            # and SQLAlchemy's AUTOCOMMIT on this SQLite engine would still get its `BEGIN`.
             pooled = engine.raw_connection()
             try:
                 driver = pooled.driver_connection
