@@ -70,7 +70,7 @@ class _Binding:
         self.database = database
         self.live = True  # until the transaction ends
         # The savepoints of the caller opened since binding, innermost last: each one's name
-        # (SQLAlchemy's) and how many events were queued when it began.
+        # (SQLAlchemy's) and the mark of the queued events when it began.
         self.savepoints: list[tuple[str | None, PendingMark]] = []
 
 
