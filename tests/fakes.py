@@ -4,8 +4,9 @@
 The fakes implement the protocols the SQL repositories satisfy (`make lint` runs mypy on this
 file: `FakeServices` hands a `FakeTransactions` to the real services, so a fake that drifts from
 a protocol is a type error). They keep the rules the services rely on: a function `submit`ted
-keeps its work only if it calls `commit()` and returns; seqs are assigned at commit, from one
-frontier that deleting never lowers; deleting a session removes what belongs to it.
+keeps its work only if it calls `commit()` and returns (what it left for after the commit runs
+then); seqs are assigned at commit, from one frontier that deleting never lowers; deleting a
+session removes what belongs to it.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ from session_journal import (
 from session_journal.api_events import EVENT_DATA, ApiEventData
 from session_journal.records import CheckpointOperation
 from session_journal.relay.state import TranscriptItem
-from session_journal.repositories import StoredLifecycle, StoredProjection
+from session_journal.repositories import LogVersion, StoredLifecycle, StoredProjection
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
-from session_journal.unit_of_work import ReadContext, Transactions, WriteContext
+from session_journal.unit_of_work import (
+    ReadContext,
+    Transactions,
+    WriteContext,
+    run_after_commit,
+)
 from session_journal.wakeups import CommitSignal
 
 T = TypeVar("T")
@@ -58,6 +64,7 @@ class FakeState:
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     events: list[StoredEvent] = field(default_factory=list)
     latest_seq: int = 0
+    deletions: int = 0  # the database's trigger-kept counter of deleted events
     activity: dict[str, str] = field(default_factory=dict)
     operations: dict[str, CheckpointOperation] = field(default_factory=dict)
     projections: dict[str, StoredProjection] = field(default_factory=dict)
@@ -124,7 +131,9 @@ class FakeSessions:
         state = self._state
         existed = state.sessions.pop(session_id, None) is not None
         # What the foreign keys cascade to, and the events queued in this transaction.
-        state.events = [event for event in state.events if event.session_id != session_id]
+        kept = [event for event in state.events if event.session_id != session_id]
+        state.deletions += len(state.events) - len(kept)
+        state.events = kept
         self._pending[:] = [row for row in self._pending if row[0] != session_id]
         for table in (state.activity, state.operations, state.projections, state.transcripts):
             table.pop(session_id, None)
@@ -160,6 +169,9 @@ class FakeEvents:
 
     def pruned_through(self) -> int:
         return 0
+
+    def version(self) -> LogVersion:
+        return LogVersion(self._state.latest_seq, 0, self._state.deletions)
 
     def prune_horizon(self, older_than_ms: int) -> int:
         raise NotImplementedError("pruning is tested on the databases")
@@ -323,9 +335,13 @@ class FakeUnitOfWork:
         self.projection = FakeProjection(state)
         self.project_events = FakeProjectEvents()
         self.committed = False
+        self.waiting: list[Callable[[], None]] = []  # run after the commit (`after_commit`)
 
     def commit(self) -> None:
         self.committed = True
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self.waiting.append(callback)
 
 
 class FakeTransactions:
@@ -352,6 +368,7 @@ class FakeTransactions:
             uow.events.flush()
             self.state = uow.state
             self.signal.pulse()
+            run_after_commit(uow.waiting)
         return result
 
     def commit_signal(self) -> CommitSignal:

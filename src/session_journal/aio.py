@@ -444,6 +444,7 @@ class _LoopWaiters:
         self._waiters: set[asyncio.Future[None]] = set()
         self._sessions: dict[str, set[asyncio.Future[None]]] = {}
         self._routed: int | None = None  # the window's `covered` when sessions were last woken
+        self._routed_floor = 0  # and its floor of the pruned log
         self._routing: asyncio.Task[None] | None = None
         self._route_again = False
         self._refreshing: tuple[int, asyncio.Task[None]] | None = None
@@ -506,6 +507,8 @@ class _LoopWaiters:
                 await self.refresh(self._signal.generation)
                 window = self._tail.snapshot()
                 touched = window.sessions_after(self._routed)
+                if window.pruned != self._routed_floor:  # a prune may expire any of them
+                    touched, self._routed_floor = None, window.pruned
                 self._routed = window.covered if window.filled else None
                 if touched is None:  # the window cannot tell: every follower looks
                     self._release([w for ws in self._sessions.values() for w in ws])

@@ -18,6 +18,9 @@ transaction. What stays the same as on the write path:
   them all). A `Session`'s savepoint (`begin_nested()`) is emitted by SQLAlchemy only at its
   first statement through the `Session`; service calls go to the connection directly, so
   binding a `Session` makes each `begin_nested()` emit its `SAVEPOINT` at once;
+- work left for after the commit (`uow.after_commit`, such as `remove_ended` deleting the
+  sessions' directories) runs only once the driver has committed (see `_on_commit`), and goes
+  with a rolled-back savepoint or transaction as the queued events do;
 - once the transaction ends (committed or rolled back) the unit of work refuses further appends,
   service calls and repository calls, rather than queue events for a commit that will never
   come or write outside the transaction it was given for.
@@ -55,8 +58,7 @@ from sqlalchemy.orm import Session, SessionTransaction
 from . import driver
 from .db import translate_errors
 from .errors import InvalidRecord
-from .repositories.events import EMPTY_MARK, PendingMark
-from .unit_of_work import UnitOfWork
+from .unit_of_work import NOTHING_DONE, UnitOfWork, WorkMark, run_after_commit
 
 _ATTRIBUTE = "_session_journal_binding"  # on the Connection: its current transaction's binding
 _SESSION_KEY = "session_journal.binding"  # in Session.info: a weak reference to its binding
@@ -70,8 +72,9 @@ class _Binding:
         self.database = database
         self.live = True  # until the transaction ends
         # The savepoints of the caller opened since binding, innermost last: each one's name
-        # (SQLAlchemy's) and the mark of the queued events when it began.
-        self.savepoints: list[tuple[str | None, PendingMark]] = []
+        # (SQLAlchemy's) and the mark of the queued events (and work waiting for the commit)
+        # when it began.
+        self.savepoints: list[tuple[str | None, WorkMark]] = []
 
 
 _THREADS = threading.local()  # `bindings`: a WeakSet of the bindings each thread made
@@ -236,20 +239,28 @@ def _on_commit(connection: sa.Connection) -> None:
     fails, the driver's transaction is rolled back before the error is raised: SQLAlchemy ends
     its transaction after a failed commit without rolling back, so the caller's rows would
     otherwise stay pending on the connection, for the pool's next user to commit. The unit of
-    work is over either way."""
+    work is over either way.
+
+    Work left for after the commit (`uow.after_commit`) needs a moment after the driver's
+    commit, and SQLAlchemy has no event then: with such work waiting, the driver commits here,
+    the work runs, and SQLAlchemy's commit finds nothing left to commit."""
     binding = _end(connection)
     if binding is None:
         return
+    waiting = binding.uow.take_after_commit()
     outcome = "its commit failed"
     try:
         with translate_errors("commit the events of a unit of work"):
             binding.uow.events.flush()
+            if waiting:
+                driver.commit_in_event(connection)
         outcome = "its transaction committed"
     except BaseException:
         driver.abort(connection)
         raise
     finally:
         binding.uow.end(outcome)
+    run_after_commit(waiting)
 
 
 def _on_rollback(connection: sa.Connection) -> None:
@@ -264,7 +275,7 @@ def _on_savepoint(connection: sa.Connection, name: str | None) -> None:
         if name is None:  # SQLAlchemy names it after this event: sa_savepoint_<its count + 1>
             count = getattr(connection, "_Connection__savepoint_seq", None)
             name = None if count is None else f"sa_savepoint_{count + 1}"
-        binding.savepoints.append((name, binding.uow.events.mark()))
+        binding.savepoints.append((name, binding.uow.mark()))
 
 
 def _on_rollback_savepoint(connection: sa.Connection, name: str, context: object) -> None:
@@ -274,7 +285,7 @@ def _on_rollback_savepoint(connection: sa.Connection, name: str, context: object
     binding = _live(connection)
     if binding is not None:
         mark = _pop_down_to(binding, name)
-        binding.uow.events.restore(EMPTY_MARK if mark is None else mark)
+        binding.uow.restore(NOTHING_DONE if mark is None else mark)
 
 
 def _on_release_savepoint(connection: sa.Connection, name: str, context: object) -> None:
@@ -283,7 +294,7 @@ def _on_release_savepoint(connection: sa.Connection, name: str, context: object)
         _pop_down_to(binding, name)
 
 
-def _pop_down_to(binding: _Binding, name: str) -> PendingMark | None:
+def _pop_down_to(binding: _Binding, name: str) -> WorkMark | None:
     """Forget the savepoint `name` and those opened inside it; the queue's mark when it began,
     or `None` if it began before binding (then every savepoint is forgotten)."""
     names = [opened for opened, _ in binding.savepoints]

@@ -162,6 +162,16 @@ def abort(connection: sa.Connection) -> None:
         connection.connection.invalidate()
 
 
+def commit_in_event(connection: sa.Connection) -> None:
+    """Commit the driver's transaction from inside SQLAlchemy's `commit` event, which runs
+    before the driver commits, with no event after it: for work that may run only once the
+    commit succeeded (`bound`). SQLAlchemy's own commit then finds nothing left to commit, a
+    no-op for sqlite3 and psycopg. Raises, committing nothing, if the transaction was aborted
+    (as `commit`)."""
+    check_transaction(connection)
+    connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
+
+
 def rollback(connection: sa.Connection) -> None:
     """Roll the transaction back, whether or not a statement went through SQLAlchemy."""
     if connection.in_transaction():

@@ -45,7 +45,7 @@ from .errors import (
 )
 from .models import Base
 
-SCHEMA_LEVEL = 7
+SCHEMA_LEVEL = 8
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"

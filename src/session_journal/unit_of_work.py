@@ -12,9 +12,10 @@ implementations; mypy checks that they, and their repositories, satisfy the prot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import logging
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, TypeVar, cast
+from typing import NamedTuple, Protocol, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -35,10 +36,12 @@ from .repositories import (
     StoredLifecycle,
     StoredProjection,
 )
-from .repositories.events import PendingMark
+from .repositories.events import EMPTY_MARK, LogVersion, PendingMark
 from .wakeups import CommitSignal
 
 T = TypeVar("T")
+
+_log = logging.getLogger("session_journal")
 
 # --- The repositories as the services use them ------------------------------------------------
 
@@ -100,6 +103,10 @@ class EventReads(Protocol):
 
     def pruned_through(self) -> int:
         """The floor of the pruned log: the highest seq pruned (0: never pruned)."""
+        ...
+
+    def version(self) -> LogVersion:
+        """The log's version: frontier, floor and counter of deletions, by one statement."""
         ...
 
     def page(
@@ -310,6 +317,11 @@ class WriteContext(Protocol):
         """Keep this function's work: it commits with the write path's transaction."""
         ...
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback()` once the work done so far has committed, and never if it is
+        undone (see `UnitOfWork.after_commit`)."""
+        ...
+
 
 class Transactions(Protocol):
     """What a service needs of a store: the write path and reads. `Database` is one."""
@@ -376,6 +388,7 @@ class UnitOfWork:
         self.project_events = ProjectEventRepository(connection)
         self.owner = owner  # the store's `Database`: a service takes only its own store's
         self._committer = committer
+        self._after_commit: list[Callable[[], None]] = []  # waiting for the commit
 
     def commit(self) -> None:
         """Commit what this unit of work wrote (its appended events receive their seqs then).
@@ -389,12 +402,45 @@ class UnitOfWork:
             )
         self._committer(self)
 
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback()` once the work done so far has committed: after the `commit()` of a
+        `unit_of_work()` block, after the commit of the batch of a function the write path runs
+        (in the thread of the call that submitted it, before the call returns), or after the
+        caller's commit of a transaction bound with `store.bind`. Never if that work is undone:
+        a rollback, a savepoint rolled back (a service call that raised, a function of a batch
+        that failed or returned without `commit()`, the caller's `begin_nested()` undone), a
+        commit that failed. For work outside the database that must not happen unless the rows
+        are gone for good (deleting files); an exception of `callback` is logged as a warning,
+        never raised into the commit, which has happened by then."""
+        self.events.check_open("run after the commit")
+        self._after_commit.append(callback)
+
+    def take_after_commit(self) -> Sequence[Callable[[], None]]:
+        """The callbacks waiting for the commit, handed over (the unit of work forgets them):
+        for whoever commits, to `run_after_commit` once the commit succeeded."""
+        if not self._after_commit:  # the usual case, on the write path's hot path
+            return ()
+        waiting, self._after_commit = self._after_commit, []
+        return waiting
+
+    def mark(self) -> WorkMark:
+        """The queued events and the callbacks waiting for the commit as they are now, to go
+        back to with `restore` when what follows is undone (a savepoint rolled back)."""
+        return WorkMark(self.events.mark(), len(self._after_commit))
+
+    def restore(self, mark: WorkMark) -> None:
+        """Undo back to `mark`: events and callbacks added since are forgotten (see
+        `EventRepository.restore`)."""
+        self.events.restore(mark.events)
+        del self._after_commit[mark.after_commit :]
+
     def end(self, reason: str) -> None:
         """Its transaction is over (`reason` says how): appends, service calls and its
         repositories' reads and writes are refused from now on (`SessionJournalError`), rather
-        than run outside the transaction they were given for; events still queued are dropped
-        (their transaction did not commit)."""
+        than run outside the transaction they were given for; events still queued and callbacks
+        still waiting for a commit are dropped (their transaction did not commit)."""
         self.events.end(reason)
+        self._after_commit = []
         ended = cast(sa.Connection, _EndedConnection(reason))
         for repository in (
             self.sessions,
@@ -419,7 +465,7 @@ class UnitOfWork:
             kept = True
 
         outer, self._committer = self._committer, keep
-        mark = self.events.mark()
+        mark = self.mark()
         try:
             with translate_errors(action):
                 driver.nested_savepoint(self.connection)
@@ -438,10 +484,32 @@ class UnitOfWork:
         finally:
             self._committer = outer
 
-    def _undo(self, mark: PendingMark, action: str) -> None:
-        self.events.restore(mark)
+    def _undo(self, mark: WorkMark, action: str) -> None:
+        self.restore(mark)
         with translate_errors(f"undo {action}"):
             driver.rollback_nested(self.connection)
+
+
+class WorkMark(NamedTuple):
+    """What a unit of work holds for its commit at one moment (`UnitOfWork.mark`)."""
+
+    events: PendingMark
+    after_commit: int  # how many callbacks were waiting for the commit
+
+
+NOTHING_DONE = WorkMark(EMPTY_MARK, 0)
+"""The mark of a unit of work that has queued nothing."""
+
+
+def run_after_commit(callbacks: Sequence[Callable[[], None]]) -> None:
+    """Run the callbacks of a transaction that committed (`UnitOfWork.take_after_commit`), in
+    the order given. The commit has happened: an exception of one is logged as a warning and
+    the others still run; none reaches whoever committed."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            _log.warning("work to do after a commit failed: %r", callback, exc_info=True)
 
 
 class _EndedConnection:

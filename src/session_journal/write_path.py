@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Generic, TypeVar
@@ -48,7 +48,7 @@ from . import bound, driver
 from .config import StoreOptions
 from .db import is_conflict, is_database_error, storage_error, translate_errors
 from .errors import SessionJournalError, StorageError, StoreClosed, TransientStorageError
-from .unit_of_work import UnitOfWork
+from .unit_of_work import UnitOfWork, run_after_commit
 
 T = TypeVar("T")
 
@@ -68,6 +68,7 @@ class _Call(Generic[T]):
 
     __slots__ = (
         "action",
+        "after_commit",
         "done",
         "exclusive",
         "failed",
@@ -81,6 +82,8 @@ class _Call(Generic[T]):
 
     def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
         self.fn = fn
+        # What its work left to run after the commit, once kept (`_run_call`).
+        self.after_commit: Sequence[Callable[[], None]] = ()
         self.withdrawal = WITHDRAWAL.get()  # set by a caller whose call may be withdrawn
         self.action = action
         self.exclusive = fn is None  # a unit-of-work block of the caller's own code
@@ -200,10 +203,14 @@ class WritePath:
     def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
         """Run `fn` on a unit of work in the next batch; its result once the batch committed.
         An exception of `fn` (with its savepoint rolled back) is raised here, also after the
-        commit."""
+        commit. What `fn` left to run after the commit (`uow.after_commit`) runs here, in the
+        caller's thread (never in the leader's, which other calls wait for), once the batch
+        committed."""
         call: _Call[T] = _Call(fn, action)
         self._lead_until(call)  # a function call always comes back done
-        return call.result()
+        result = call.result()  # raises if its work was undone or the commit failed
+        run_after_commit(call.after_commit)
+        return result
 
     @contextmanager
     def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
@@ -480,7 +487,7 @@ class WritePath:
 
         Whatever the function raises is its own caller's, `SystemExit` and `KeyboardInterrupt`
         included: it is raised there, never in the leader's thread, and the batch goes on."""
-        mark = uow.events.mark()
+        mark = uow.mark()
         if not bare:
             driver.savepoint(connection)
         self._commit_marked = False
@@ -503,11 +510,12 @@ class WritePath:
                 # a later call's rollback undoes only its own, and the commit keeps them all; a
                 # RELEASE would cost a round trip per call on PostgreSQL.
                 driver.check_transaction(connection)
+                call.after_commit = uow.take_after_commit()  # the call's own: run by its caller
                 return outcome
             except Exception as raised:  # PostgreSQL: the function swallowed an error of its
                 # own, which aborted the transaction; undo it below, as a failed call
                 outcome = (_ERROR, _translated(call, raised))
-        uow.events.restore(mark)
+        uow.restore(mark)
         if bare:
             driver.rollback(connection)
             driver.begin_write(connection)
@@ -541,6 +549,7 @@ class WritePath:
             uow.events.flush()
             driver.commit(connection)
             self._committed()
+            run_after_commit(uow.take_after_commit())
             driver.begin_write(connection)  # the block may go on writing: that is a new transaction
 
         return commit

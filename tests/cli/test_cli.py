@@ -43,11 +43,11 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0007_pruned_through",
+        "revision: 0008_deletion_counter",
         "version_table: session_journal_version",
-        "schema_level: 7",
+        "schema_level: 8",
         "minimum_compatible_level: 2",
-        "code_schema_level: 7",
+        "code_schema_level: 8",
         "verdict: up to date",
     ]
 

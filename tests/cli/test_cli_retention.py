@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from session_journal import OutcomeReason, SessionFault, Store, maintenance
 from session_journal.cli import main
@@ -158,3 +159,27 @@ def test_db_stats_and_vacuum_refuse_a_missing_database(
         assert (code, out) == (1, "")
         assert err.startswith("session-journal: ") and len(err.splitlines()) == 1
     assert not (tmp_path / "typo.db").exists()
+
+
+def test_db_prune_dry_run_counts_what_an_interrupted_prune_left_below_its_floor(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An interrupted prune: the floor 4 recorded, nothing deleted yet. A dry run of a lower
+    # target says what the real prune then deletes: everything left below the floor.
+    seed(migrated_url)
+    engine = sa.create_engine(migrated_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text("UPDATE event_sequences SET pruned_through = 4 WHERE name = 'api_events'")
+            )
+    finally:
+        engine.dispose()
+    url = ("--url", migrated_url)
+    assert run(capsys, *url, "db", "prune", "--through-seq", "1", "--dry-run")[1] == (
+        "would prune 4 event(s) through seq 4 (pruned_through 4, frontier 10); nothing was "
+        "deleted\n"
+    )
+    assert run(capsys, *url, "db", "prune", "--through-seq", "1")[1] == (
+        "pruned 4 event(s); pruned_through 4, frontier 10\n"
+    )

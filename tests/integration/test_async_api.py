@@ -452,3 +452,27 @@ def test_event_loops_that_are_gone_are_forgotten(migrated_url: str) -> None:
 def test_a_url_that_is_not_a_string_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidRecord, match="the database URL must be a string, got int"):
         asyncio.run(AsyncStore.open(5))  # type: ignore[arg-type]
+
+
+def test_a_follower_of_one_session_moves_past_later_events_of_others_by_its_sweep(
+    migrated_url: str,
+) -> None:
+    # Its own event first, others' after it: the page of its event stops there, and by its
+    # next sweep (with nothing committed meanwhile) an empty page moves the cursor to the
+    # frontier, as a sync follower's next page does at once.
+    async def body(store: AsyncStore) -> list[tuple[list[str], int] | None]:
+        for session_id in ("a", "b"):
+            await store.sessions.save(SessionFactory.build(id=session_id))
+        start = await store.events.latest_seq()
+        follower = await store.events.follow(ApiEventFilter(session_id="a"), after_seq=start)
+        await store.faults.record_startup_fault("a", "a-1")
+        await store.faults.record_startup_fault("b", "b-1")
+        await store.faults.record_startup_fault("b", "b-2")
+        seen: list[tuple[list[str], int] | None] = []
+        for _ in range(2):
+            page = await follower.next_page(SWEEP_S * 1.5 + 5)  # well before the 60 s re-read
+            seen.append(None if page is None else (messages_of(page), page.next_after_seq - start))
+        follower.close()
+        return seen
+
+    assert scenario(migrated_url, body) == [(["a-1"], 1), ([], 3)]

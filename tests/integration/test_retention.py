@@ -5,6 +5,7 @@ both backends and through both APIs."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from session_journal import (
 )
 from session_journal.journal.search import IndexRow
 from session_journal.services import events as event_service
+from session_journal.services.events import PrunePlan
 from session_journal.unit_of_work import UnitOfWork
 from tests.factories import (
     ActivityFactory,
@@ -237,10 +239,73 @@ def test_an_interrupted_prune_is_finished_by_the_next_one(
     assert seqs(store, 0) == [9, 10]
     with pytest.raises(CursorExpired):
         store.events.load(after_seq=5)
+    # A plan of a lower target counts what the prune will delete: all that is left below.
+    assert store.events.plan_prune(through_seq=1) == PrunePlan(
+        through_seq=8, events=5, pruned_through=8, latest_seq=10
+    )
     # Running it again (also with a lower or no-op target) finishes the deletion.
     assert store.events.prune(through_seq=1) == 5
     assert event_counts(store) == (2, 9, 10)
     assert store.events.pruned_through() == 8
+
+
+def test_a_prune_goes_on_past_a_batch_that_met_a_session_deleted_meanwhile(
+    store: Store, migrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Forty events of two sessions in turn; another store deletes session x while the prune's
+    # first batch is chosen. On PostgreSQL that batch then waits for x's rows and deletes
+    # only y's five of its ten: the prune must go on until nothing is left below its floor,
+    # and say how many it deleted itself.
+    monkeypatch.setattr(event_service, "PRUNE_BATCH", 10)
+    for session_id in ("x", "y"):
+        store.sessions.save(SessionFactory(id=session_id))
+    start = store.events.latest_seq()
+    for _ in range(20):
+        append(store, "x", [1])
+        append(store, "y", [1])
+    floor = start + 40
+    deleted_uncommitted, commit_now = threading.Event(), threading.Event()
+
+    def delete_x() -> None:
+        with Store.open(migrated_url) as other, other.unit_of_work() as uow:
+            assert uow.sessions.delete("x")
+            deleted_uncommitted.set()
+            commit_now.wait(30)
+            uow.commit()
+
+    deleting = threading.Thread(target=delete_x)
+    deleting.start()
+    assert deleted_uncommitted.wait(30)
+    pruned: list[int] = []
+    pruning = threading.Thread(target=lambda: pruned.append(store.events.prune(through_seq=floor)))
+    pruning.start()
+    if store.url.startswith("postgresql"):  # until the batch waits for x's row locks
+        until_a_statement_waits_for_a_lock(store.url)
+    else:  # SQLite: the prune waits for the write lock (its busy timeout is longer)
+        pruning.join(0.5)
+    commit_now.set()
+    deleting.join(30)
+    pruning.join(30)
+    assert pruned == [20]  # y's events; x's went with x
+    assert store.events.plan_prune(through_seq=floor).events == 0
+    assert seqs(store, 0) == []
+
+
+def until_a_statement_waits_for_a_lock(url: str) -> None:
+    engine = sa.create_engine(url)
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database() AND query LIKE 'DELETE FROM api_events%'"
+    )
+    try:
+        for _ in range(3000):
+            with engine.connect() as connection:
+                if connection.execute(query).scalar_one() > 0:
+                    return
+            time.sleep(0.01)
+    finally:
+        engine.dispose()
+    pytest.fail("the prune never waited for the deleted session's rows")
 
 
 def event_counts(store: Store) -> tuple[int, int, int]:
@@ -251,7 +316,9 @@ def event_counts(store: Store) -> tuple[int, int, int]:
             count, lowest = connection.execute(
                 sa.text("SELECT COUNT(*), MIN(seq) FROM api_events")
             ).one()
-            latest = connection.execute(sa.text("SELECT last_seq FROM event_sequences")).scalar()
+            latest = connection.execute(
+                sa.text("SELECT last_seq FROM event_sequences WHERE name = 'api_events'")
+            ).scalar()
     finally:
         engine.dispose()
     return int(count), int(lowest or 0), int(latest)

@@ -98,10 +98,13 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
     with pytest.raises(DataLossRefused) as refused:
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
-    assert (refused.value.current, refused.value.target) == ("0007_pruned_through", "0001_initial")
+    assert (refused.value.current, refused.value.target) == (
+        "0008_deletion_counter",
+        "0001_initial",
+    )
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0007_pruned_through to 0001_initial would lose data: "
+        "downgrading from 0008_deletion_counter to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -118,7 +121,7 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "and projection state"
     )
     with pytest.raises(DataLossRefused) as refused:
-        migrations.downgrade(url, "-2")
+        migrations.downgrade(url, "-3")
     assert (refused.value.target, refused.value.losses) == (
         "0005_relay_projection",
         LOSSES_TO_0001[:1],
@@ -241,7 +244,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0007_pruned_through to 0001_initial would lose data: "
+        "downgrading from 0008_deletion_counter to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

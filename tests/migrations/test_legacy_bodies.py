@@ -90,7 +90,7 @@ def last_seq(url: str) -> int:
     engine = sa.create_engine(url)
     with engine.connect() as connection:
         value: int = connection.execute(
-            sa.text("SELECT last_seq FROM event_sequences")
+            sa.text("SELECT last_seq FROM event_sequences WHERE name = 'api_events'")
         ).scalar_one()
     engine.dispose()
     return value

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -106,7 +107,7 @@ def snapshot(url: str) -> dict[str, list[tuple[object, ...]]]:
                 )
             ).all(),
             "event_sequences": connection.execute(
-                sa.text("SELECT name, last_seq FROM event_sequences")
+                sa.text("SELECT name, last_seq FROM event_sequences ORDER BY name")
             ).all(),
         }
     engine.dispose()
@@ -120,6 +121,21 @@ def test_there_is_one_head() -> None:
     assert revisions[-2:] == ["0002_startup_cleanup", "0001_initial"]
 
 
+COUNTER_ROW = ("api_events_deleted", 0)
+"""The row 0008 adds to `event_sequences`: its counter of deleted events, from 0."""
+
+
+def at_head(before: dict[str, Any]) -> dict[str, Any]:
+    """A `snapshot` of a legacy database as upgrading it to head must leave it: every row
+    kept, and 0008's counter row added."""
+    return before | {"event_sequences": sorted([*before["event_sequences"], COUNTER_ROW])}
+
+
+def counts_at_head(before: dict[str, int]) -> dict[str, int]:
+    """`table_counts` of a database below 0008 as upgrading it to head must leave them."""
+    return before | {"event_sequences": before["event_sequences"] + 1}
+
+
 def test_upgrading_a_populated_legacy_database_loses_no_row_and_keeps_the_frontier(
     url: str,
 ) -> None:
@@ -129,8 +145,8 @@ def test_upgrading_a_populated_legacy_database_loses_no_row_and_keeps_the_fronti
 
     migrations.upgrade(url)  # on SQLite: a batch rebuild of `sessions`, the cascade trap
 
-    assert table_counts(url, TABLES) == before_counts
-    assert snapshot(url) == before
+    assert table_counts(url, TABLES) == counts_at_head(before_counts)
+    assert snapshot(url) == at_head(before)
     with Store.open(url) as store:
         assert store.events.latest_seq() == 10
         page = store.events.load(after_seq=0)
@@ -157,7 +173,7 @@ def test_downgrade_and_upgrade_round_trip_with_data(url: str) -> None:
         migrations.downgrade(url, "0001_initial")
     assert snapshot(url)["sessions"][1] == ("s2", "project-1", "startup-cleanup")
     migrations.downgrade(url, "0001_initial", allow_data_loss=True)
-    assert table_counts(url, TABLES) == counts
+    assert counts_at_head(table_counts(url, TABLES)) == counts
     assert snapshot(url)["sessions"] == [
         ("s1", "project-1", "running"),
         ("s2", "project-1", "error"),
@@ -254,7 +270,7 @@ def test_a_revision_that_fails_midway_leaves_the_previous_revision(
     with pytest.raises(SchemaOutOfDate, match="0001_initial is older"):
         Store.open(url)
     migrations.upgrade(url)  # simply re-run
-    assert snapshot(url) == before
+    assert snapshot(url) == at_head(before)
 
 
 def test_a_revision_that_breaks_a_foreign_key_is_rolled_back_on_sqlite(tmp_path: Path) -> None:
@@ -286,7 +302,7 @@ def test_concurrent_upgrades_serialise(url: str) -> None:
     )
     assert counts == {
         "session_journal_version": 1,
-        "event_sequences": 1,
+        "event_sequences": 2,  # the frontier and 0008's counter of deletions
         "schema_compatibility": 1,
     }
     with Store.open(url) as store:
@@ -299,7 +315,7 @@ def test_an_unknown_revision_is_refused_before_anything_runs(url: str) -> None:
         migrations.upgrade(url, "nope")
     assert str(refused.value) == (
         "unknown revision 'nope': expected head or a revision of this code "
-        "(head 0007_pruned_through); nothing was migrated"
+        "(head 0008_deletion_counter); nothing was migrated"
     )
     with pytest.raises(InvalidRecord) as refused:
         migrations.downgrade(url, "nope")

@@ -52,7 +52,9 @@ def stored(url: str) -> tuple[int, int, int, int]:
                 {"t": THROUGH},
             ).one()
             floor, latest = connection.execute(
-                sa.text("SELECT pruned_through, last_seq FROM event_sequences")
+                sa.text(
+                    "SELECT pruned_through, last_seq FROM event_sequences WHERE name = 'api_events'"
+                )
             ).one()
     finally:
         engine.dispose()

@@ -5,6 +5,7 @@ and PostgreSQL."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -454,3 +455,19 @@ def test_recovery_takes_a_timestamp_as_text_or_an_aware_datetime(services: FakeS
     with pytest.raises(InvalidRecord, match=r"now: contains a NUL character"):
         services.checkpoints.recover_interrupted("a\x00")
     assert services.checkpoints.recover_interrupted(datetime(2026, 1, 1, tzinfo=UTC)) == 0
+
+
+def test_removing_ended_sessions_leaves_the_directories_to_the_commit(
+    services: FakeServices, tmp_path: Path
+) -> None:
+    services.sessions.save(session("s-ended", state=SessionState.CLOSED))
+    services.sessions.save(session("s-running"))
+    for session_id in ("s-ended", "s-running", "s-gone"):  # s-gone: its rows went earlier
+        (tmp_path / session_id).mkdir()
+    with pytest.raises(LifecycleConflict, match="s-running"):
+        services.sessions.remove_ended(["s-ended", "s-gone", "s-running"], sessions_dir=tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["s-ended", "s-gone", "s-running"]
+    removed = services.sessions.remove_ended(["s-ended", "s-gone"], sessions_dir=tmp_path)
+    assert removed == ["s-ended"]  # what left the database; s-gone's directory goes too
+    assert [path.name for path in tmp_path.iterdir()] == ["s-running"]
+    assert services.sessions.get("s-ended") is None

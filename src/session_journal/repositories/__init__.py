@@ -3,7 +3,7 @@ work, speak domain types, and never begin, commit or close anything."""
 
 from .activity import ActivityRepository
 from .checkpoints import CheckpointRepository
-from .events import EventRepository
+from .events import EventRepository, LogVersion
 from .project_events import ProjectEventRepository
 from .projection import ProjectionRepository, StoredProjection
 from .sessions import SessionRepository, StoredLifecycle
@@ -12,6 +12,7 @@ __all__ = [
     "ActivityRepository",
     "CheckpointRepository",
     "EventRepository",
+    "LogVersion",
     "ProjectEventRepository",
     "ProjectionRepository",
     "SessionRepository",

@@ -96,6 +96,12 @@ _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name =
 _PRUNED_THROUGH = sa.select(EventSequenceRow.pruned_through).where(
     EventSequenceRow.name == API_EVENTS
 )
+DELETED_COUNTER = "api_events_deleted"
+"""The `event_sequences` row whose `last_seq` counts deletions of events: a trigger of the
+database moves it whoever deletes them (revision 0008)."""
+_VERSION = sa.select(
+    EventSequenceRow.name, EventSequenceRow.last_seq, EventSequenceRow.pruned_through
+).where(sa.or_(EventSequenceRow.name == API_EVENTS, EventSequenceRow.name == DELETED_COUNTER))
 PRUNED_LEVEL = 7
 """The schema level of code that knows `pruned_through`: the first prune raises the database's
 `minimum_compatible_level` to it, so that older code refuses a pruned log."""
@@ -328,6 +334,18 @@ class EventRepository:
             raise PermanentStorageError(_NO_FRONTIER)
         return int(row[0])
 
+    def version(self) -> LogVersion:
+        """The log's version now, by one statement: it moves with every commit that appended,
+        pruned or deleted events, by any process (see `LogVersion`)."""
+        rows = {row[0]: row for row in driver.run(self._connection, _VERSION, {}).fetchall()}
+        frontier, counter = rows.get(API_EVENTS), rows.get(DELETED_COUNTER)
+        if frontier is None or counter is None:
+            raise PermanentStorageError(
+                f"event_sequences lacks its {API_EVENTS!r} or {DELETED_COUNTER!r} row: the "
+                "schema is damaged"
+            )
+        return LogVersion(int(frontier[1]), int(frontier[2]), int(counter[1]))
+
     def page(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
     ) -> tuple[int, int, list[ApiEvent]]:
@@ -408,6 +426,25 @@ class EventRepository:
             self._connection, _COUNT_BETWEEN, {"after_seq": after_seq, "through_seq": through_seq}
         ).fetchone()
         return int(row[0]) if row is not None else 0
+
+
+class LogVersion(NamedTuple):
+    """What changes in the log whenever a commit changes its events: the frontier (appends),
+    the floor of the pruned log (prunes) and the counter of deletions (prunes, deleted
+    sessions, anything else that deletes events: a trigger counts them). Each part only grows,
+    so a version at least as high in every part means nothing changed since."""
+
+    latest_seq: int
+    pruned_through: int
+    deletions: int
+
+    def covers(self, other: LogVersion) -> bool:
+        """Whether this version is as recent as `other` in every part."""
+        return (
+            self.latest_seq >= other.latest_seq
+            and self.pruned_through >= other.pruned_through
+            and self.deletions >= other.deletions
+        )
 
 
 class PendingMark(NamedTuple):

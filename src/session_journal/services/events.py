@@ -64,6 +64,9 @@ class Follower(Iterator[ApiEventPage]):
         """The longest time between two reads of the log while nothing wakes the follower."""
         self.last_read: ApiEventPage | None = None  # the last page read, returned or not
         self._read_at: int | None = None  # the signal's generation when it was read
+        # Whether a read checked that the shared window holds every commit completed before
+        # the follower was made (`SharedTail.verify`): the first read does.
+        self._verified = False
         self._read_time = 0.0  # and the time
 
     def __iter__(self) -> Follower:
@@ -106,7 +109,17 @@ class Follower(Iterator[ApiEventPage]):
         if self._read_at != generation or stale:
             page = self._read(None if stale else generation)
             return self._took(page, generation, events_only)
-        return None
+        return self._unreturned(events_only)
+
+    def _unreturned(self, events_only: bool) -> ApiEventPage | None:
+        """The empty page last read, if it moved the cursor and was not returned (it was read
+        for `events_only`) and this call returns such pages; else `None`. Nothing committed
+        since that read (the signal did not move), so it is still the answer."""
+        last = self.last_read
+        if events_only or last is None or last.events or last.next_after_seq <= self.cursor:
+            return None
+        self.cursor, self._read_at = last.next_after_seq, None
+        return last
 
     def poll_in_memory(
         self, generation: int, *, events_only: bool = False
@@ -117,8 +130,8 @@ class Follower(Iterator[ApiEventPage]):
         database can answer (`poll` on a thread)."""
         stale = self._read_at is not None and self._stale()
         if self._read_at == generation and not stale:
-            return None
-        if stale:
+            return self._unreturned(events_only)
+        if stale or not self._verified:  # the first read checks the window: on a thread
             return "database"
         cursor = self._next_cursor()
         event_filter = self._filter or ApiEventFilter()
@@ -154,7 +167,10 @@ class Follower(Iterator[ApiEventPage]):
         served = None
         if generation is not None:
             event_filter = self._filter or ApiEventFilter()
-            served = self._events._tail.page(event_filter, cursor, self._limit, generation)
+            served = self._events._tail.page(
+                event_filter, cursor, self._limit, generation, verify=not self._verified
+            )
+        self._verified = True  # the window was checked, or the database read
         if served is None:
             # `load` raises `CursorExpired` for a cursor below the floor of its snapshot.
             page, pruned = self._events.load(self._filter, cursor, self._limit), 0
@@ -273,11 +289,13 @@ class EventService:
     ) -> PrunePlan:
         """What `prune` with these arguments would do now (a dry run: nothing is written)."""
         with self._transactions.reading("plan a prune") as read:
-            through = _prune_target(read, through_seq, older_than_ms)
+            floor = read.events.pruned_through()
+            # As `prune` does: a floor recorded by an interrupted prune is deleted through too.
+            through = max(_prune_target(read, through_seq, older_than_ms), floor)
             return PrunePlan(
                 through_seq=through,
                 events=read.events.count_through(through),
-                pruned_through=read.events.pruned_through(),
+                pruned_through=floor,
                 latest_seq=read.events.latest_seq(),
             )
 
@@ -317,7 +335,9 @@ class EventService:
         began = time.monotonic()
         deleted = self._transactions.submit(first, action)
         total = deleted
-        while deleted == PRUNE_BATCH:
+        # Until a batch finds nothing left, not until a short one: on PostgreSQL a batch that
+        # meets rows of a session deleted meanwhile deletes fewer than it chose, with more left.
+        while deleted > 0:
             # Paced: a batch runs in the write path's transactions, where appends wait for it.
             time.sleep((time.monotonic() - began) * (1 / PRUNE_SHARE - 1))
             began = time.monotonic()

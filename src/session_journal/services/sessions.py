@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import builtins
+import functools
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -10,7 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 from ..arguments import Given, Passed, sequence_of, validate_arguments
-from ..errors import InvalidRecord, LifecycleConflict, SessionJournalError
+from ..errors import InvalidRecord, LifecycleConflict
 from ..records import SessionRecord, SessionState
 from ..unit_of_work import Transactions, WriteContext
 from ..validation import Id
@@ -23,6 +25,8 @@ is under way (`closing` and `destroying` are still ending). Only such sessions a
 
 MAX_REMOVED = 1000
 """The most sessions one `remove_ended` call takes (one transaction)."""
+
+_log = logging.getLogger("session_journal")
 
 
 class SessionService:
@@ -111,13 +115,22 @@ class SessionService:
         """Remove ended sessions (state `closed` or `error`) with everything of theirs, in one
         transaction: the session row and, by cascade, its workspace context, checkpoint
         metadata, events, activity, checkpoint operation, projection state and transcript;
-        and its rows of the project index. With `sessions_dir` (the directory holding one
-        directory per session, named by its id), each removed session's directory (its event
-        files) is deleted too, after the commit. Returns the ids removed, sorted; an id of no
-        stored session is passed over. If any session given has not ended,
-        `LifecycleConflict` names it and its state, and nothing is removed. At most
-        `MAX_REMOVED` ids per call (`InvalidRecord` otherwise). The frontier does not move;
-        the removed events leave holes that are not expiry."""
+        and its rows of the project index. Returns the ids of the sessions this call removed
+        from the database, sorted; an id of no stored session is no error and is not returned.
+        If any session given has not ended, `LifecycleConflict` names it and its state, and
+        nothing is removed (no directory either). At most `MAX_REMOVED` ids per call
+        (`InvalidRecord` otherwise). The frontier does not move; the removed events leave
+        holes that are not expiry.
+
+        With `sessions_dir` (the directory holding one directory per session, named by its
+        id), `sessions_dir/<id>` (the session's event files) is deleted for every id given,
+        those of no stored session included, so that calling again mends a deletion a crash
+        cut short. Only once the rows are gone for good: after this call's commit, or with
+        `uow=` after the commit of that unit of work (the `unit_of_work()` block's
+        `commit()`, the caller's commit under `store.bind`), never if the removal is rolled
+        back (with its savepoint or transaction). A directory that cannot be deleted then is
+        a warning logged on `session_journal` naming its path, never an exception: the
+        commit has happened."""
         ids = sorted(set(session_ids))
         if len(ids) > MAX_REMOVED:
             raise InvalidRecord(
@@ -142,13 +155,15 @@ class SessionService:
             for session_id in found:
                 uow.project_events.delete_session(session_id)
                 uow.sessions.delete(session_id)
+            if directory is not None:
+                # Not now: the event files would be gone while a rollback brings the rows
+                # back. Every id given, as the rows of some may have gone in an earlier call
+                # whose deletions a crash interrupted.
+                uow.after_commit(functools.partial(_remove_directories, directory, ids))
             uow.commit()
             return builtins.list(found)
 
-        removed = self._transactions.submit(work, f"remove {len(ids)} ended session(s)", uow)
-        if directory is not None:
-            _remove_directories(directory, removed)
-        return removed
+        return self._transactions.submit(work, f"remove {len(ids)} ended session(s)", uow)
 
 
 def _sessions_dir(value: object) -> Path:
@@ -162,14 +177,15 @@ def _sessions_dir(value: object) -> Path:
         raise InvalidRecord(
             f"sessions_dir {str(directory)!r} is not a directory; nothing was removed"
         )
-    return directory
+    return directory.absolute()  # the deletions may come later (a commit of the caller's)
 
 
 def _remove_directories(directory: Path, session_ids: builtins.list[str]) -> None:
-    """Delete each session's directory under `directory` (ids are validated: never `..` or a
-    path); a missing one is passed over. `SessionJournalError` naming those that could not be
-    deleted (the sessions' rows are gone by then)."""
-    failed = []
+    """After the commit that removed the sessions' rows: delete each session's directory under
+    `directory` (the ids are validated `Id`s: one path component, never `.` or `..`; `rmtree`
+    refuses a symbolic link rather than follow it); a missing one is passed over. One that
+    cannot be deleted is a warning naming its path (the rows are gone by then: calling
+    `remove_ended` again with the same ids deletes it)."""
     for session_id in session_ids:
         target = directory / session_id
         try:
@@ -177,9 +193,10 @@ def _remove_directories(directory: Path, session_ids: builtins.list[str]) -> Non
         except FileNotFoundError:
             continue
         except OSError as error:
-            failed.append(f"{target}: {error.strerror or error}")
-    if failed:
-        raise SessionJournalError(
-            f"the sessions were removed from the database, but not all of their directories: "
-            f"{'; '.join(failed)}"
-        )
+            _log.warning(
+                "remove ended sessions: the directory %s of session %r was not deleted (%s); "
+                "its session is removed from the database: call remove_ended again to delete it",
+                target,
+                session_id,
+                error.strerror or error,
+            )

@@ -10,10 +10,13 @@ a follower of a workspace reads the database (a session may have moved). It is r
 reader for each move of the store's wake-up signal (whichever follower comes first, under a
 lock; the others then read memory): each read publishes a new window and never changes a
 published one, so a reader takes no lock (an event loop reads it without waiting). A read is two
-statements: the new rows after `covered` with the frontier, and a count of the earlier events
-still stored (their seqs are read again only when some went, with a deleted session). A follower
-whose cursor is below `lo`, or whose page the window cannot complete, reads the database as
-`load` does.
+statements: the log's version (`EventRepository.version`: frontier, floor, and the counter of
+deleted events that a trigger keeps), and the new rows after `covered`; the earlier events are
+counted (and their seqs read) again only when that counter moved. A new `wait` or `follow`
+first compares the window's version with the database's (`verify`, one statement), so that
+what other processes did while nobody of this store waited (a prune, a delete: they wake
+followers, but only followers that wait) is in its first page. A follower whose cursor is
+below `lo`, or whose page the window cannot complete, reads the database as `load` does.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from operator import itemgetter
 from typing import Literal
 
 from ..api_events import ApiEventFilter
+from ..repositories import LogVersion
 from ..unit_of_work import Transactions
 
 Row = tuple[int, str, int, str]
+_NEVER_READ = LogVersion(0, 0, 0)
 _seq = itemgetter(0)
 
 
@@ -53,14 +58,23 @@ class SharedTail:
         """How many times the window was read (for tests and benchmarks)."""
 
     def page(
-        self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
+        self,
+        event_filter: ApiEventFilter,
+        cursor: int,
+        limit: int,
+        generation: int,
+        *,
+        verify: bool = False,
     ) -> tuple[int, int, list[Row]] | None:
         """The frontier, the floor of the pruned log and the rows of the page after `cursor`
         matching `event_filter`, as `load` would read them, for a reader that saw the signal
-        at `generation` before it asked; `None` when the window cannot answer (read the
+        at `generation` before it asked (and, with `verify`, after every commit that completed
+        before the call: see `verify`); `None` when the window cannot answer (read the
         database)."""
         if self._max_events == 0:
             return None
+        if verify:
+            self.verify()
         self.refresh(generation)
         return self._window.answer(event_filter, cursor, limit)
 
@@ -89,15 +103,43 @@ class SharedTail:
             if generation > self._window.generation:
                 self._refresh(generation)
 
+    def verify(self) -> None:
+        """Make the window answer for every commit that completed before this call, by any
+        process (an append, a prune, a delete: whether or not it woke this store): one
+        statement reads the log's version, and the window is read again only when its own
+        version is older. A new `wait` or `follow` calls it before its first page; later pages
+        come after wake-ups, which every such commit sends."""
+        if self._max_events == 0:
+            return
+        window = self._window
+        if not window.filled:
+            return  # the first read fills it at the frontier, read then
+        with self._transactions.reading_one_statement("check the followers' window") as read:
+            version = read.events.version()
+        if window.version.covers(version):
+            return
+        with self._lock:
+            if not self._window.version.covers(version):
+                self._refresh(self._window.generation)
+
     def _refresh(self, generation: int) -> None:
         """Read what committed since the window's last read and publish the new window (the
         lock held); a failed read publishes nothing."""
         old = self._window
         with self._transactions.reading("read the followers' window") as uow:
+            # First, in the read's snapshot: the window is at least as recent as its version.
+            version = uow.events.version()
             if not old.filled:  # start empty at the frontier
-                hi = uow.events.latest_seq()
-                pruned = uow.events.pruned_through()
-                window = _Window(generation, filled=True, lo=hi, covered=hi, hi=hi, pruned=pruned)
+                hi = version.latest_seq
+                window = _Window(
+                    generation,
+                    filled=True,
+                    lo=hi,
+                    covered=hi,
+                    hi=hi,
+                    pruned=version.pruned_through,
+                    version=version,
+                )
             else:
                 hi, pruned, new = uow.events.rows_after(old.covered, self._max_events)
                 covered = new[-1][0] if len(new) == self._max_events else hi
@@ -111,13 +153,17 @@ class SharedTail:
                     drop += 1
                 lo = rows[drop - 1][0] if drop else old.lo
                 rows = rows[drop:]
-                # Which of the window's earlier events are gone (with a deleted session): none
-                # can have been added below `old.covered` since (seqs are taken at commit, in
-                # order), so an unchanged count means none went since the last read; else
+                # Which of the window's earlier events are gone (a prune, a deleted session):
+                # the database counts every deletion of events (a trigger), so an unchanged
+                # counter means none went since the last read. Otherwise, none can have been
+                # added below `old.covered` (seqs are taken at commit, in order), so an
+                # unchanged count of the earlier ones still means none of them went; else
                 # their seqs are read again. The new rows were read in this snapshot: stored.
                 missing = frozenset(seq for seq in old.missing if seq > lo)
                 earlier = len(rows) - len(new)
-                if uow.events.count_between(lo, old.covered) != earlier - len(missing):
+                if version.deletions != old.version.deletions and uow.events.count_between(
+                    lo, old.covered
+                ) != earlier - len(missing):
                     stored = uow.events.present_after(lo, old.covered)
                     missing = frozenset(row[0] for row in rows[:earlier] if row[0] not in stored)
                 window = _Window(
@@ -130,6 +176,7 @@ class SharedTail:
                     rows=rows,
                     size=size,
                     missing=missing,
+                    version=version,
                 )
         self._window = window
         self.refreshes += 1
@@ -151,6 +198,7 @@ class _Window:
     rows: list[Row] = field(default_factory=list)  # in seq order
     size: int = 0  # body bytes
     missing: frozenset[int] = frozenset()  # the seqs of those events deleted since
+    version: LogVersion = _NEVER_READ  # the log's version, read first in that snapshot
 
     def sessions_after(self, seq: int | None) -> set[str] | None:
         """The sessions of the window's events with a seq above `seq`; `None` when the window
