@@ -146,7 +146,7 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: Any) -> None:
-        driver.configure_sqlite(dbapi_connection, pragmas)
+        driver.configure_sqlite(dbapi_connection, pragmas, options.busy_timeout_s)
 
     # pysqlite's own transaction handling is off: SQLAlchemy's begin must say BEGIN. The write
     # path begins the writer's transactions itself (`driver.begin_write`).

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -95,15 +96,43 @@ def _psycopg() -> ModuleType | None:
 # --- SQLite connections ----------------------------------------------------------------------
 
 
-def configure_sqlite(dbapi_connection: sqlite3.Connection, pragmas: Sequence[str]) -> None:
+WAL_RETRY_S = 0.01
+"""How long a connection waits between two tries of switching a database file to WAL."""
+
+
+def configure_sqlite(
+    dbapi_connection: sqlite3.Connection, pragmas: Sequence[str], busy_timeout_s: float = 0.0
+) -> None:
     """Set up a new SQLite connection: pysqlite's own transaction handling off (it would not
     emit `BEGIN` before DDL and would start transactions late: transactions begin with
-    `begin_read` and `begin_write`), then `pragmas`, run outside any transaction."""
+    `begin_read` and `begin_write`), then `pragmas`, run outside any transaction.
+
+    A `journal_mode` pragma is tried again for up to `busy_timeout_s`: switching a file that
+    is not in WAL mode yet needs it free of writers, and SQLite answers SQLITE_BUSY at once,
+    without calling its busy handler, while another client (a host's own Alembic, say) holds
+    a write transaction. After the timeout the error is the driver's "database is locked"."""
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    for pragma in pragmas:
-        cursor.execute(pragma)
-    cursor.close()
+    try:
+        for pragma in pragmas:
+            if "journal_mode" in pragma:
+                _retry_while_locked(cursor, pragma, busy_timeout_s)
+            else:
+                cursor.execute(pragma)
+    finally:
+        cursor.close()
+
+
+def _retry_while_locked(cursor: sqlite3.Cursor, statement: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            cursor.execute(statement)
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+        time.sleep(WAL_RETRY_S)
 
 
 def begin_read(connection: sa.Connection) -> None:

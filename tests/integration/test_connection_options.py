@@ -5,6 +5,8 @@ writer connections only: never the migrations' connections nor the `LISTEN` conn
 from __future__ import annotations
 
 import socket
+import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -199,3 +201,50 @@ def test_a_connect_past_the_connect_timeout_fails_clearly(silent_server: str) ->
         "(StoreOptions.connect_timeout_s) (connection timeout expired)"
     )
     assert isinstance(raised.value, StorageError)
+
+
+def hold_a_write_lock(url: str, seconds: float) -> threading.Timer:
+    """Switch the file out of WAL mode (as a database another tool made), then hold a write
+    transaction on it for `seconds` from a plain sqlite3 connection, as a host application's
+    own Alembic would; the returned timer commits it."""
+    path = sa.make_url(url).database
+    assert path is not None
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    assert other.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("UPDATE event_sequences SET last_seq = last_seq WHERE name = 'api_events'")
+
+    def commit() -> None:
+        other.execute("COMMIT")
+        other.close()
+
+    timer = threading.Timer(seconds, commit)
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_store_waits_for_a_writer_of_a_file_not_yet_in_wal_mode(migrated_url: str) -> None:
+    timer = hold_a_write_lock(migrated_url, 0.5)
+    try:
+        with Store.open(migrated_url) as store:  # the WAL switch waits for the writer's commit
+            assert store.events.latest_seq() == 0
+    finally:
+        timer.join()
+    path = sa.make_url(migrated_url).database
+    assert path is not None
+    with sqlite3.connect(path) as check:
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_store_gives_up_on_the_wal_switch_after_its_busy_timeout(migrated_url: str) -> None:
+    timer = hold_a_write_lock(migrated_url, 3.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TransientStorageError, match="database is locked"):
+            with Store.open(migrated_url, options=StoreOptions(busy_timeout_s=0.2)) as store:
+                store.events.latest_seq()
+        assert time.monotonic() - started < 2.5
+    finally:
+        timer.join()
