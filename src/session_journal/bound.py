@@ -27,11 +27,12 @@ transaction. What stays the same as on the write path:
 
 What the caller must provide, checked when binding (`InvalidRecord` otherwise): a connection of
 the store's own database (same SQLite file; same PostgreSQL database and schema), through the
-drivers the store uses (sqlite3, psycopg), not in AUTOCOMMIT; on SQLite with foreign keys on; on
-PostgreSQL in READ COMMITTED (under REPEATABLE READ every concurrent append would be a
-serialization failure). On SQLite, binding a connection that is not in a transaction begins one
-with `BEGIN IMMEDIATE`, taking the write lock now so that writers stay serialised (see the
-README).
+drivers the store uses (sqlite3, psycopg; psycopg's `AsyncConnection` of an asyncio engine too,
+inside `AsyncSession.run_sync`, where SQLAlchemy's adapter drives it), not in AUTOCOMMIT; on
+SQLite with foreign keys on; on PostgreSQL in READ COMMITTED (under REPEATABLE READ every
+concurrent append would be a serialization failure). On SQLite, binding a connection that is
+not in a transaction begins one with `BEGIN IMMEDIATE`, taking the write lock now so that
+writers stay serialised (see the README).
 
 The thread that binds holds the transaction until it ends: a service call of the same store
 without `uow=` from that thread would wait for it (for ever on PostgreSQL when it needs a row
@@ -171,13 +172,20 @@ def _check_connection(connection: sa.Connection, database: Any) -> None:
             f"bind: the connection uses {theirs.name}+{theirs.driver}; this store uses "
             f"{mine.name}+{mine.driver}"
         )
+    undrivable = driver.drivable(connection)
+    if undrivable is not None:
+        raise InvalidRecord(
+            f"bind: the connection's driver connection is a {undrivable}, which this store "
+            "cannot drive; bind a connection of sqlite3, of psycopg, or of psycopg's "
+            "AsyncConnection inside AsyncSession.run_sync"
+        )
     if _autocommit(connection):
         raise InvalidRecord(
             "bind: the connection is in AUTOCOMMIT (isolation_level='AUTOCOMMIT'): each of "
             "its statements commits by itself, so the events could not commit with your rows "
             "nor take their seqs in one transaction; bind a connection without it"
         )
-    raw = connection.connection.driver_connection
+    raw = connection.connection.dbapi_connection
     if isinstance(raw, sqlite3.Connection):
         path = _sqlite_path(raw)
         expected = database.writer.url.database
@@ -217,7 +225,7 @@ def _autocommit(connection: sa.Connection) -> bool:
         level = getattr(connection.dialect, "_on_connect_isolation_level", None)
     if level == "AUTOCOMMIT":
         return True
-    raw = connection.connection.driver_connection
+    raw = connection.connection.dbapi_connection
     return not isinstance(raw, sqlite3.Connection) and getattr(raw, "autocommit", False) is True
 
 

@@ -193,11 +193,18 @@ def sqlite_migration_lock(url: str) -> Iterator[None]:
 
 @contextmanager
 def translate_errors(action: str) -> Iterator[None]:
-    """Re-raise driver and SQLAlchemy errors as `StorageError`, chained, naming the action."""
+    """Re-raise driver and SQLAlchemy errors as `StorageError`, chained, naming the action; a
+    statement on a connection of an asyncio engine outside `run_sync` as `InvalidRecord`."""
     try:
         yield
     except SessionJournalError:
         raise
+    except exc.MissingGreenlet as error:  # a bound connection of an asyncio engine
+        raise InvalidRecord(
+            f"{action}: the connection is of an asyncio engine, which the store can drive "
+            "only inside AsyncSession.run_sync: call it there "
+            "(await session.run_sync(lambda sync_session: ...))"
+        ) from error
     except Exception as error:
         if not is_database_error(error):
             raise

@@ -9,6 +9,11 @@ and compiled by the connection's dialect (`run`), so the SQL stays in one dialec
 only execution and transaction control skip SQLAlchemy's layers. SQLAlchemy's own view of the
 connection stays right: its autobegun transaction, if any, ends with the same driver call.
 
+Every function here reaches the driver through `_dbapi`, the connection's DBAPI connection:
+sqlite3's or psycopg's own `Connection`, or, for a connection of an asyncio engine that a host
+application hands to `store.bind` inside `AsyncSession.run_sync`, SQLAlchemy's adapter of
+psycopg's `AsyncConnection` (`drivable` says which connections these are).
+
 The rest of the package knows no driver: the SQLite connection setup, the transaction control
 and which driver error means what (`error_code`) are here too. psycopg is an optional extra
 (`session-journal[postgresql]`) and is never imported here: SQLAlchemy imports it when it makes
@@ -27,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import AdaptedConnection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
 _BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"  # SQLite writers take the write lock up front
@@ -39,13 +44,14 @@ def run(connection: sa.Connection, statement: sa.Executable, params: dict[str, A
     (bodies travel as text)."""
     sql, positions, defaults = _compiled(connection.dialect, statement)
     named = defaults | params
-    driver = connection.connection.driver_connection
-    assert driver is not None
+    dbapi = _dbapi(connection)
     values: Any
-    if positions is None:  # psycopg: named parameters; binary results (a tenth faster per page)
-        cursor, values = driver.cursor(binary=True), named
-    else:  # sqlite3: positional parameters
-        cursor, values = driver.cursor(), [named[key] for key in positions]
+    if positions is not None:  # sqlite3: positional parameters
+        cursor, values = dbapi.cursor(), [named[key] for key in positions]
+    else:  # psycopg: named parameters; binary results (a tenth faster per page), but for an
+        # AsyncConnection, whose adapter's cursors take no options
+        adapted = isinstance(dbapi, AdaptedConnection)
+        cursor, values = dbapi.cursor() if adapted else dbapi.cursor(binary=True), named
     try:
         cursor.execute(sql, values)
     except BaseException:
@@ -59,9 +65,7 @@ def run_many(
 ) -> None:
     """Run a statement of a hot path once per row (`executemany`) on the driver's cursor."""
     sql, positions, defaults = _compiled(connection.dialect, statement)
-    driver = connection.connection.driver_connection
-    assert driver is not None
-    cursor = driver.cursor()
+    cursor = _dbapi(connection).cursor()
     if positions is None:  # psycopg: named parameters (pipelined by executemany)
         values: list[Any] = [defaults | row for row in rows]
     else:  # sqlite3: positional parameters
@@ -85,6 +89,31 @@ def _compiled(
     assert isinstance(compiled, SQLCompiler) and not compiled.escaped_bind_names
     positions = None if compiled.positiontup is None else tuple(compiled.positiontup)
     return compiled.string, positions, dict(compiled.construct_params(_check=False))
+
+
+def _dbapi(connection: sa.Connection) -> Any:
+    """The DBAPI connection under `connection`, which every function here drives: sqlite3's or
+    psycopg's own `Connection`, or SQLAlchemy's adapter of psycopg's `AsyncConnection` (its
+    DBAPI methods run the driver's coroutines on the greenlet of `AsyncSession.run_sync`; the
+    `AsyncConnection` itself would take each call and return a coroutine that nobody awaits,
+    so nothing would be written)."""
+    return connection.connection.dbapi_connection
+
+
+def drivable(connection: sa.Connection) -> str | None:
+    """`None` if the functions here can drive the connection (see `_dbapi`); else the type of
+    its driver connection, for a refusal that names it. A connection of an asyncio engine is
+    drivable only inside `AsyncSession.run_sync` (elsewhere SQLAlchemy raises `MissingGreenlet`
+    at its first statement)."""
+    dbapi = _dbapi(connection)
+    if isinstance(dbapi, sqlite3.Connection):
+        return None
+    psycopg = _psycopg()
+    raw = dbapi.driver_connection if isinstance(dbapi, AdaptedConnection) else dbapi
+    if psycopg is not None and isinstance(raw, psycopg.Connection | psycopg.AsyncConnection):
+        return None
+    kind = type(raw)
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _psycopg() -> ModuleType | None:
@@ -139,9 +168,9 @@ def begin_read(connection: sa.Connection) -> None:
     """SQLAlchemy's begin on a SQLite connection of a reader: a plain `BEGIN` unless one is
     open (pysqlite's own transaction handling is off, so SQLAlchemy's begin must say it); the
     snapshot starts at the first read. PostgreSQL begins by itself."""
-    driver = connection.connection.driver_connection
-    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
-        driver.execute("BEGIN")
+    dbapi = _dbapi(connection)
+    if isinstance(dbapi, sqlite3.Connection) and not dbapi.in_transaction:
+        dbapi.execute("BEGIN")
 
 
 # --- Write transactions (the write path's) ---------------------------------------------------
@@ -151,9 +180,9 @@ def begin_write(connection: sa.Connection) -> None:
     """Begin a write transaction unless one is open: on SQLite `BEGIN IMMEDIATE` (the write
     lock, taken now, so a writer waits for it up front instead of failing halfway); psycopg
     begins by itself at the first statement."""
-    driver = connection.connection.driver_connection
-    if isinstance(driver, sqlite3.Connection) and not driver.in_transaction:
-        driver.execute(_BEGIN_IMMEDIATE)
+    dbapi = _dbapi(connection)
+    if isinstance(dbapi, sqlite3.Connection) and not dbapi.in_transaction:
+        dbapi.execute(_BEGIN_IMMEDIATE)
 
 
 def commit(connection: sa.Connection) -> None:
@@ -165,14 +194,14 @@ def commit(connection: sa.Connection) -> None:
     if connection.in_transaction():
         connection.commit()  # SQLAlchemy's autobegun transaction: it commits the driver's
     else:
-        connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
+        _dbapi(connection).commit()
 
 
 def rollback_quietly(connection: sa.Connection) -> None:
     """Roll back a SQLite connection about to be discarded, ignoring errors (it may be broken).
     PostgreSQL needs nothing: the server rolls back when the connection closes."""
     try:
-        dbapi = connection.connection.dbapi_connection
+        dbapi = _dbapi(connection)
         if isinstance(dbapi, sqlite3.Connection):
             dbapi.rollback()
     except Exception:
@@ -186,7 +215,7 @@ def abort(connection: sa.Connection) -> None:
     driver connection is closed and dropped from the pool: a closed connection commits nothing
     (the server rolls back)."""
     try:
-        connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+        _dbapi(connection).rollback()
     except Exception:
         connection.connection.invalidate()
 
@@ -198,7 +227,7 @@ def commit_in_event(connection: sa.Connection) -> None:
     no-op for sqlite3 and psycopg. Raises, committing nothing, if the transaction was aborted
     (as `commit`)."""
     check_transaction(connection)
-    connection.connection.dbapi_connection.commit()  # type: ignore[union-attr]
+    _dbapi(connection).commit()
 
 
 def rollback(connection: sa.Connection) -> None:
@@ -206,7 +235,7 @@ def rollback(connection: sa.Connection) -> None:
     if connection.in_transaction():
         connection.rollback()
     else:
-        connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+        _dbapi(connection).rollback()
 
 
 _SAVEPOINT = "SAVEPOINT batch_call"
@@ -217,18 +246,18 @@ _ROLLBACK_TO = "ROLLBACK TO SAVEPOINT batch_call"
 def savepoint(connection: sa.Connection) -> None:
     """Mark where one call of a batch begins. One name for all: the savepoints of a batch are
     kept, so they nest, and `ROLLBACK TO` reaches the latest, the failed call's."""
-    connection.connection.driver_connection.execute(_SAVEPOINT)  # type: ignore[union-attr]
+    _dbapi(connection).execute(_SAVEPOINT).close()
 
 
 def check_transaction(connection: sa.Connection) -> None:
     """Without a round trip: raise if the transaction is aborted (on PostgreSQL, by a database
     error that the code running in it caught and went on from)."""
-    driver = connection.connection.driver_connection
+    dbapi = _dbapi(connection)
     psycopg = _psycopg()
     if (
         psycopg is not None
-        and isinstance(driver, psycopg.Connection)
-        and driver.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        and not isinstance(dbapi, sqlite3.Connection)
+        and dbapi.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
     ):
         raise psycopg.errors.InFailedSqlTransaction(
             "current transaction is aborted by an error the call caught; its work is undone"
@@ -237,9 +266,9 @@ def check_transaction(connection: sa.Connection) -> None:
 
 def rollback_to_savepoint(connection: sa.Connection) -> None:
     """Undo what the call did since its savepoint (and end the savepoint)."""
-    driver = connection.connection.driver_connection
-    driver.execute(_ROLLBACK_TO)  # type: ignore[union-attr]
-    driver.execute(_RELEASE)  # type: ignore[union-attr]
+    dbapi = _dbapi(connection)
+    dbapi.execute(_ROLLBACK_TO).close()
+    dbapi.execute(_RELEASE).close()
 
 
 _NESTED = "SAVEPOINT service_call"
@@ -249,20 +278,20 @@ _NESTED_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT service_call"
 
 def nested_savepoint(connection: sa.Connection) -> None:
     """Mark where a service call made inside a unit of work (`uow=`) begins."""
-    connection.connection.driver_connection.execute(_NESTED)  # type: ignore[union-attr]
+    _dbapi(connection).execute(_NESTED).close()
 
 
 def release_nested(connection: sa.Connection) -> None:
     """Keep the work of a service call made inside a unit of work (end its savepoint: a unit
     of work may hold many such calls, and PostgreSQL caches only 64 open subtransactions)."""
-    connection.connection.driver_connection.execute(_NESTED_RELEASE)  # type: ignore[union-attr]
+    _dbapi(connection).execute(_NESTED_RELEASE).close()
 
 
 def rollback_nested(connection: sa.Connection) -> None:
     """Undo a service call made inside a unit of work, and end its savepoint."""
-    driver = connection.connection.driver_connection
-    driver.execute(_NESTED_ROLLBACK_TO)  # type: ignore[union-attr]
-    driver.execute(_NESTED_RELEASE)  # type: ignore[union-attr]
+    dbapi = _dbapi(connection)
+    dbapi.execute(_NESTED_ROLLBACK_TO).close()
+    dbapi.execute(_NESTED_RELEASE).close()
 
 
 def prepare_for_wakeups(driver_connection: Any) -> None:
@@ -284,17 +313,17 @@ def without_transaction(connection: sa.Connection) -> Iterator[None]:
     """For a read of one statement, which sees one snapshot by itself: on PostgreSQL the
     connection is in autocommit for the block (no BEGIN and COMMIT round trips); pysqlite, with
     its own transaction handling off, runs a lone statement in autocommit already."""
-    driver = connection.connection.driver_connection
+    dbapi = _dbapi(connection)
     psycopg = _psycopg()
-    if psycopg is None or not isinstance(driver, psycopg.Connection):
+    if psycopg is None or not isinstance(dbapi, psycopg.Connection):
         yield
         return
-    driver.autocommit = True
+    dbapi.autocommit = True
     try:
         yield
     finally:
         try:
-            driver.autocommit = False
+            dbapi.autocommit = False
         except psycopg.Error:  # the connection died: the pool must not keep it
             connection.invalidate()
 

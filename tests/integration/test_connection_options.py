@@ -242,9 +242,11 @@ def test_a_store_gives_up_on_the_wal_switch_after_its_busy_timeout(migrated_url:
     timer = hold_a_write_lock(migrated_url, 3.0)
     try:
         started = time.monotonic()
-        with pytest.raises(TransientStorageError, match="database is locked"):
-            with Store.open(migrated_url, options=StoreOptions(busy_timeout_s=0.2)) as store:
-                store.events.latest_seq()
+        with (
+            pytest.raises(TransientStorageError, match="database is locked"),
+            Store.open(migrated_url, options=StoreOptions(busy_timeout_s=0.2)) as store,
+        ):
+            store.events.latest_seq()
         assert time.monotonic() - started < 2.5
     finally:
         timer.join()

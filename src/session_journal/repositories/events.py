@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from .. import driver
 from ..api_events import ApiEvent, ApiEventFilter, stored_events, validate_stored_body
 from ..config import StoreOptions
+from ..db import translate_errors
 from ..errors import PermanentStorageError, SessionJournalError, SessionNotFound
 from ..models import (
     ApiEventRow,
@@ -252,9 +253,10 @@ class EventRepository:
         once per session and transaction."""
         if session_id in self._sessions_seen:
             return True
-        found = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
-        if found.fetchone() is None:
-            return False
+        with translate_errors("append an event"):
+            found = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
+            if found.fetchone() is None:
+                return False
         self._sessions_seen.add(session_id)
         return True
 
