@@ -24,6 +24,11 @@ SQLite: a batch migration rebuilds a table by dropping it; with foreign keys on,
 a transaction, so the migration engine sets it when it connects, before the first `BEGIN`, and
 `PRAGMA foreign_key_check` runs before each revision commits (a violation aborts it).
 
+A command that only reads the database (`current`, `check`, `history -i`, `show current`: no
+destination revision, see `migrates`) refuses a missing SQLite file as `session-journal db
+current` does, before anything (the file, its lock file) is created, and creates no PostgreSQL
+schema.
+
 Concurrent upgrades (two operators, or several controllers starting at once) are serialised from
 before the current revision is read until the last revision is done: on PostgreSQL by a
 session-level advisory lock, on SQLite by `flock` on a lock file beside the database
@@ -52,7 +57,7 @@ from alembic.util import CommandError
 
 from session_journal import migrations
 from session_journal.config import StoreOptions, resolve_url
-from session_journal.db import create_engine, sqlite_migration_lock
+from session_journal.db import check_url, create_engine, require_database, sqlite_migration_lock
 from session_journal.errors import InvalidRecord, SessionJournalError
 from session_journal.migrations import refuse_data_loss, refuse_offline
 from session_journal.models import Base
@@ -99,7 +104,7 @@ if config.config_file_name is not None and config.attributes.get("url") is None:
 x_arguments = context.get_x_argument(as_dictionary=True)
 try:
     # An empty `-x url=` is refused (resolve_url), not taken for the default database.
-    url = config.attributes.get("url") or resolve_url(x_arguments.get("url"))
+    url = check_url(config.attributes.get("url") or resolve_url(x_arguments.get("url")))
 except SessionJournalError as error:
     refuse(error)
 is_sqlite = sa.make_url(url).get_backend_name() == "sqlite"
@@ -189,7 +194,24 @@ def run_offline() -> None:
         context.execute("PRAGMA foreign_keys=ON")
 
 
+def migrates() -> bool:
+    """Whether the command moves the database to a revision (`upgrade`, `downgrade`, `stamp`:
+    the commands given a destination); `current`, `check`, `history -i` and `show current`
+    only read it. `get_revision_argument` has no destination to give them."""
+    try:
+        context.get_revision_argument()
+    except KeyError:
+        return False
+    return True
+
+
 def run_online() -> None:
+    writes = migrates()
+    if not writes:  # a read never creates a SQLite file (nor its lock file) or a schema
+        try:
+            require_database(url)
+        except SessionJournalError as error:
+            refuse(error)
     engine = create_engine(url, StoreOptions.from_env(), role="migrator")
     try:
         with (
@@ -197,7 +219,8 @@ def run_online() -> None:
             engine.connect() as connection,
         ):
             if not is_sqlite:
-                migrations.ensure_schema(connection, lock_key=ADVISORY_LOCK_KEY)
+                if writes:
+                    migrations.ensure_schema(connection, lock_key=ADVISORY_LOCK_KEY)
                 connection.execute(
                     sa.text("SELECT pg_advisory_lock(:key, hashtext(current_schema()))"),
                     {"key": ADVISORY_LOCK_KEY},

@@ -24,7 +24,7 @@ from . import maintenance, migrations
 from .api_events import ApiEventFilter
 from .clock import now_ms
 from .config import StoreOptions, resolve_url
-from .db import create_engine, require_database
+from .db import check_url, create_engine, require_database
 from .demo import DEMO_SESSIONS, run_demo
 from .errors import SessionJournalError
 from .journal.search import MAX_SEARCH_LIMIT
@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        url = resolve_url(args.url)
+        url = check_url(resolve_url(args.url))
         if args.command == "db":
             return _db(url, args)
         if args.command == "events":
@@ -411,10 +411,7 @@ def _journal(command: str, path: str) -> int:
         )
     try:
         if command == "stats":
-            events = events_file(path)
-            if not events.is_file():
-                raise SessionJournalError(f"no events file at {events}")
-            print(SessionStats.load_or_rebuild(events.parent).model_dump_json())
+            print(_stats(path).model_dump_json())
             return 0
         lines, problems = verify(path)
     except OSError as error:
@@ -423,6 +420,24 @@ def _journal(command: str, path: str) -> int:
         print(f"offset {problem.offset}: {problem.reason} ({problem.length} bytes)")
     print(f"{lines} lines, {len(problems)} bad")
     return 1 if problems else 0
+
+
+def _stats(path: str) -> SessionStats:
+    """The stats of the events file at `path` (the file, or a directory's `events.jsonl`), if
+    every line of it decodes: a session's `events.jsonl` from its `stats.json` when current
+    (else rebuilt and stored), a file of another name scanned, nothing stored."""
+    events = events_file(path)
+    if not events.is_file():
+        raise SessionJournalError(f"no events file at {events}")
+    lines, problems = verify(events)
+    if problems:
+        raise SessionJournalError(
+            f"{events}: {len(problems)} of {lines} lines are torn or undecodable, so no stats "
+            f"(nothing stored); `session-journal journal verify {path}` lists them"
+        )
+    if events.name == EVENTS_FILE:
+        return SessionStats.load_or_rebuild(events.parent)
+    return SessionStats.scan(events)
 
 
 def _search(url: str, args: argparse.Namespace) -> int:

@@ -40,14 +40,55 @@ POSTGRESQL_EXTRA = "session-journal[postgresql]"
 """What to install for PostgreSQL: the package with psycopg (an optional extra)."""
 
 
+SUPPORTED_DRIVERS = {"sqlite": ("", "pysqlite"), "postgresql": ("", "psycopg")}
+"""The drivers the store drives, by database: sqlite3 (`sqlite:///`, `sqlite+pysqlite:///`) and
+psycopg 3 (`postgresql+psycopg://`, and `postgresql://`, taken as psycopg)."""
+_USE = "use sqlite:/// or postgresql+psycopg://"
+
+
+def parse_url(url: str) -> sa.URL:
+    """`url` parsed, `InvalidRecord` unless it is a URL of a database and driver the store
+    drives (`SUPPORTED_DRIVERS`). Nothing is imported or connected: SQLAlchemy imports a driver
+    only when an engine is made, so another driver is refused whether or not it is installed.
+    `postgresql://` without a driver is `postgresql+psycopg://` (SQLAlchemy 2.0 would take it
+    as psycopg2, 2.1 as psycopg). The messages never show the URL (it may hold a password)."""
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise InvalidRecord(
+            "invalid database URL: not of the form dialect+driver://user:password@host:port/"
+            f"database; {_USE}"
+        ) from None
+    except ValueError as error:  # the port: SQLAlchemy's int() of what follows the host's ':'
+        port = str(error).rpartition(": ")[2]  # "invalid literal for int() ...: 'abc'"
+        raise InvalidRecord(
+            f"invalid database URL: the port {port} is not a number (an IPv6 host goes in "
+            "[brackets])"
+        ) from None
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend not in SUPPORTED_DRIVERS:
+        raise InvalidRecord(f"unsupported database {backend!r}: {_USE}")
+    if driver not in SUPPORTED_DRIVERS[backend]:
+        raise InvalidRecord(f"unsupported driver {driver!r}: {_USE}")
+    if backend == "postgresql" and not driver:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def check_url(url: str) -> str:
+    """`url` if `parse_url` accepts it, as given; `postgresql://...` becomes
+    `postgresql+psycopg://...`."""
+    parsed = parse_url(url)
+    if parsed.drivername == "postgresql+psycopg" and not url.startswith("postgresql+"):
+        return parsed.render_as_string(hide_password=False)
+    return url
+
+
 def require_database(url: str) -> None:
     """`DatabaseNotFound` when the URL names a SQLite file that does not exist (connecting would
     create an empty one). Only the path is looked at, never the file opened. PostgreSQL never
     creates a database on connect: a missing one is found when connecting."""
-    try:
-        parsed = sa.make_url(url)
-    except exc.ArgumentError as error:
-        raise InvalidRecord(f"invalid database URL: {error}") from None
+    parsed = parse_url(url)
     if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri"):
         return
     path = parsed.database
@@ -75,10 +116,7 @@ def create_engine(
     `statement_timeout_s`."""
     if role not in ROLES:
         raise ValueError(f"unknown engine role {role!r}")
-    try:
-        parsed = sa.make_url(url)
-    except exc.ArgumentError as error:
-        raise InvalidRecord(f"invalid database URL: {error}") from None
+    parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, options, role)
     if parsed.get_backend_name() == "postgresql":
@@ -97,15 +135,11 @@ def create_engine(
         try:
             return sa.create_engine(parsed, isolation_level=isolation, **pool)
         except ImportError as error:  # SQLAlchemy imports the driver here
-            if parsed.get_driver_name() != "psycopg":
-                raise
             raise SessionJournalError(
                 f"PostgreSQL needs psycopg, which cannot be imported ({error}): "
                 f"install {POSTGRESQL_EXTRA}"
             ) from error
-    raise InvalidRecord(
-        f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql+psycopg://"
-    )
+    raise AssertionError(f"parse_url let {parsed.drivername!r} through")  # pragma: no cover
 
 
 def _reader_pool(options: StoreOptions) -> dict[str, Any]:

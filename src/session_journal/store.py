@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from . import migrations
 from .config import StoreOptions, resolve_url
 from .database import Database
-from .db import require_database
+from .db import check_url, require_database
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
@@ -54,7 +54,7 @@ class Store:
         Without `upgrade` a missing database is `DatabaseNotFound` (a SQLite file is never
         created then); with it, a SQLite file is created.
         """
-        url = resolve_url(url)
+        url = check_url(resolve_url(url))
         options = options or StoreOptions.from_env()
         if not upgrade:  # never create a database that is not there
             require_database(url)

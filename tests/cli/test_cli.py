@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -180,15 +181,40 @@ def test_journal_verify_stats_and_search(
         "user_msg",
     )
 
+    # A file of another name is read itself (not the events.jsonl beside it), nothing stored.
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    shutil.copy(directory / "events.jsonl", backup / "copy.jsonl")
+    (backup / "events.jsonl").write_bytes(b"")
+    code, out, _ = run(capsys, "journal", "stats", str(backup / "copy.jsonl"))
+    assert (code, json.loads(out)["event_count"]) == (0, 2)
+    assert sorted(path.name for path in backup.iterdir()) == ["copy.jsonl", "events.jsonl"]
+
+    first = (directory / "events.jsonl").read_bytes().splitlines(keepends=True)[0]
+    wrong_seq = first.replace(b'"seq":1,', b'"seq":"one",', 1)
+    assert wrong_seq != first
     with (directory / "events.jsonl").open("ab") as events:
-        events.write(b"not json\n" + b'{"seq":3,"ts"')
+        events.write(b"not json\n" + wrong_seq + b'{"seq":3,"ts"')
     code, out, _ = run(capsys, "journal", "verify", str(directory / "events.jsonl"))
     assert code == 1
-    report = out.splitlines()
     size = (directory / "events.jsonl").stat().st_size
-    assert report[0].startswith(f"offset {size - 13 - 9}: undecodable")
-    assert report[1] == f"offset {size - 13}: torn: no newline at the end (13 bytes)"
-    assert report[2] == "4 lines, 2 bad"
+    start = size - 13 - len(wrong_seq) - 9
+    assert out.splitlines() == [
+        f"offset {start}: undecodable: line: Invalid JSON: expected ident at line 1 column 2 "
+        "(9 bytes)",
+        f"offset {start + 9}: undecodable: seq: Input should be a valid integer, unable to parse "
+        f"string as an integer ({len(wrong_seq)} bytes)",
+        f"offset {size - 13}: torn: no newline at the end (13 bytes)",
+        "5 lines, 3 bad",
+    ]
+    (directory / "stats.json").unlink()
+    code, out, err = run(capsys, "journal", "stats", str(directory))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"session-journal: {directory / 'events.jsonl'}: 3 of 5 lines are torn or undecodable, "
+        f"so no stats (nothing stored); `session-journal journal verify {directory}` lists them\n"
+    )
+    assert not (directory / "stats.json").exists()
     code, _, err = run(capsys, "journal", "verify", str(tmp_path / "missing"))
     assert code == 1 and err.startswith("session-journal: cannot read")
     code, _, err = run(capsys, "journal", "stats", str(tmp_path / "missing"))

@@ -38,9 +38,17 @@ def verify(path: str | Path) -> tuple[int, list[Problem]]:
             else:
                 try:
                     JournalEnvelope.model_validate_json(line)
-                except (ValidationError, ValueError) as error:
-                    first = str(error).splitlines()
-                    reason = first[1].strip() if len(first) > 1 else first[0]
-                    problems.append(Problem(offset, len(line), f"undecodable: {reason}"))
+                except ValidationError as error:
+                    problems.append(Problem(offset, len(line), f"undecodable: {_first(error)}"))
             offset += len(line)
     return lines, problems
+
+
+def _first(error: ValidationError) -> str:
+    """`<where>: <message>` of the first thing wrong with a line: the field's dotted path
+    (`line` for the line as a whole, such as invalid JSON), without pydantic's echo of the
+    input; `(and N more)` when there are more."""
+    found = error.errors(include_url=False, include_input=False, include_context=False)
+    where = ".".join(str(part) for part in found[0]["loc"]) or "line"
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{where}: {found[0]['msg']}{more}"
