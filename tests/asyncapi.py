@@ -49,14 +49,19 @@ class _Service:
         if name.startswith("_") or name == "writing_in_this_thread":
             return getattr(self._service._service, name)
         method = getattr(self._service, name)  # a public name the async API lacks: a failure
+        if name == "follow":  # a plain call; the follower starts (checks its cursor) when awaited
+
+            def follow(*args: Any, **kwargs: Any) -> SyncFollower:
+                follower = method(*args, **kwargs)
+                assert isinstance(follower, AsyncFollower)
+                return SyncFollower(self._loop.run(started(follower)), self._loop)
+
+            return follow
         if not inspect.iscoroutinefunction(method):
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            result = self._loop.run(method(*args, **kwargs))
-            if isinstance(result, AsyncFollower):
-                return SyncFollower(result, self._loop)
-            return result
+            return self._loop.run(method(*args, **kwargs))
 
         return call
 
@@ -70,6 +75,10 @@ class _Service:
 
     def __delattr__(self, name: str) -> None:
         delattr(self._service._service, name)
+
+
+async def started(follower: AsyncFollower) -> AsyncFollower:
+    return await follower
 
 
 class SyncFollower(Iterator[ApiEventPage]):

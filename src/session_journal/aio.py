@@ -34,7 +34,7 @@ import functools
 import random
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -201,18 +201,33 @@ class AsyncProjectIndex(_Service[ProjectIndex]):
 
 
 class AsyncFollower(AsyncIterator[ApiEventPage]):
-    """Pages of the log as they commit, for `async for` (`async_store.events.follow`). While it
-    waits it holds no thread: the store's commit signal wakes it on the event loop, and only
-    the read of a page runs on a worker. `close()` (or `async with`) ends it; so does closing
-    the store."""
+    """Pages of the log as they commit (`async_store.events.follow`): an async iterator
+    (`async for page in follower`), an async context manager (`async with ... as follower`,
+    which closes it) and awaitable (`follower = await ...`). While it waits it holds no
+    thread: the store's commit signal wakes it on the event loop, and only the read of a page
+    runs on a worker. `close()` ends it; so does closing the store.
+
+    It starts at the first of `await`, `__aenter__`, `__anext__` and `next_page`: one statement
+    on a worker checks the cursor (`CursorExpired`, `CursorAhead`, raised there, and the
+    follower is closed), or, made with `after_seq=None`, reads the frontier it starts from."""
 
     def __init__(
-        self, follower: Follower, workers: _Workers, session_id: str | None = None
+        self,
+        events: EventService,
+        workers: _Workers,
+        event_filter: ApiEventFilter | None,
+        after_seq: int | None,
+        limit: int,
+        *,
+        started: bool = False,
     ) -> None:
-        self._follower = follower
+        self._follower = Follower(events, event_filter, after_seq or 0, limit)
+        self._after_seq = after_seq
+        self._started = started  # whether the cursor is checked (or, for None, read)
+        session_id = None if event_filter is None else event_filter.session_id
         self._workers = workers
-        self._signal: CommitSignal = follower._signal
-        self._tail: SharedTail = follower._events._tail
+        self._signal: CommitSignal = self._follower._signal
+        self._tail: SharedTail = events._tail
         self._session_id = session_id  # of the filter: woken by that session's events only
         self._next_sweep = 0.0  # a session follower returns an empty page no sooner
         self.waiter: asyncio.Future[None] | None = None  # what it waits on, for `close()`
@@ -220,9 +235,26 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         workers.followers.add(self)
 
     @property
-    def cursor(self) -> int:
-        """The `next_after_seq` of the last page returned."""
-        return self._follower.cursor
+    def cursor(self) -> int | None:
+        """The `next_after_seq` of the last page returned; before the follower starts (see the
+        class), the `after_seq` it was made with: `None` for the frontier, until it starts and
+        reads it."""
+        return self._follower.cursor if self._started else self._after_seq
+
+    async def _start(self) -> None:
+        """Check the cursor (or read the frontier) once, on a worker; a refused cursor closes
+        the follower. A closed follower does not start: it has nothing more to give."""
+        if self._started or self.closed:
+            return
+        try:
+            cursor = await self._workers.run(self._follower._events._start_cursor, self._after_seq)
+        except BaseException:
+            self.close()
+            raise
+        self._follower.cursor, self._started = cursor, True
+
+    def __await__(self) -> Generator[Any, None, AsyncFollower]:
+        return self.__aenter__().__await__()
 
     @property
     def last_read(self) -> ApiEventPage | None:
@@ -263,6 +295,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         once per `SWEEP_S`, and pages with its events as soon as they commit."""
         self._loop = asyncio.get_running_loop()
         deadline = None if timeout is None else time.monotonic() + timeout
+        await self._start()
         if self._session_id is not None:
             return await self._next_of_session(self._session_id, deadline, events_only)
         follower, signal = self._follower, self._signal
@@ -348,6 +381,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         self.close()
 
     async def __aenter__(self) -> AsyncFollower:
+        await self._start()
         return self
 
     async def __aexit__(
@@ -380,8 +414,10 @@ class AsyncEventService(_Service[EventService]):
     ) -> ApiEventPage:
         """`EventService.wait`, awaited: the same arguments, rules and errors."""
         seconds = _timeout(timeout)
+        size = page_size(limit)
         cursor = await self.latest_seq() if after_seq is None else after_seq
-        follower = self._follower(filter, cursor, limit)
+        # Its first page checks the cursor: `wait` returns (or raises) no sooner.
+        follower = AsyncFollower(self._service, self._workers, filter, cursor, size, started=True)
         try:
             page = await follower.next_page(seconds, events_only=True)
         finally:
@@ -394,24 +430,17 @@ class AsyncEventService(_Service[EventService]):
         return last  # empty; its cursor follows `load`'s rules
 
     @validate_arguments()
-    async def follow(
+    def follow(
         self,
         filter: Given[ApiEventFilter] | None = None,
         after_seq: Int64 | None = None,
         limit: int = 100,
     ) -> AsyncFollower:
-        """`EventService.follow`, as an `AsyncFollower` (`async for page in ...`)."""
-        cursor = await self.latest_seq() if after_seq is None else after_seq
-        return self._follower(filter, cursor, limit)
-
-    def _follower(
-        self, event_filter: ApiEventFilter | None, cursor: int, limit: int
-    ) -> AsyncFollower:
-        return AsyncFollower(
-            Follower(self._service, event_filter, cursor, page_size(limit)),
-            self._workers,
-            None if event_filter is None else event_filter.session_id,
-        )
+        """`EventService.follow`, as an `AsyncFollower`: a plain call (its arguments are checked
+        here, `InvalidRecord`), whose result is used with `async for`, `async with` or `await`.
+        The cursor is checked when the follower starts, at the first of those (see
+        `AsyncFollower`): `CursorExpired` and `CursorAhead` are raised there, before a page."""
+        return AsyncFollower(self._service, self._workers, filter, after_seq, page_size(limit))
 
 
 def _set_if_pending(waiter: asyncio.Future[None]) -> None:

@@ -38,4 +38,17 @@ def test_every_service_method_is_awaitable_under_its_name(sync: type, asynchrono
     for name in names:
         method = getattr(asynchronous, name, None)
         assert method is not None, f"{asynchronous.__name__} lacks {name}"
+        if name == "follow":  # a plain call whose follower is awaitable, iterable, a context
+            assert not inspect.iscoroutinefunction(method)
+            assert inspect.signature(method).return_annotation == "AsyncFollower"
+            continue
         assert inspect.iscoroutinefunction(method), f"{asynchronous.__name__}.{name}"
+
+
+def test_an_async_follower_is_awaitable_an_async_iterator_and_an_async_context_manager() -> None:
+    follower = aio.AsyncFollower
+    for hook in ("__await__", "__aiter__", "__anext__", "__aenter__", "__aexit__"):
+        assert callable(getattr(follower, hook, None)), hook
+    for hook in ("__anext__", "__aenter__", "__aexit__"):
+        assert inspect.iscoroutinefunction(getattr(follower, hook)), hook
+    assert not inspect.iscoroutinefunction(follower.__await__)

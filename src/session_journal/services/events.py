@@ -183,12 +183,7 @@ class Follower(Iterator[ApiEventPage]):
         """`page`, read after `cursor` in a snapshot whose floor of the pruned log was
         `pruned_through`, remembered as the last read; `CursorExpired` if the cursor is below
         that floor (events after it were pruned), `CursorAhead` if it is above the frontier."""
-        check_not_expired(cursor, pruned_through)
-        if cursor > page.latest_seq:
-            raise CursorAhead(
-                f"after_seq {cursor} is above the frontier {page.latest_seq}: the cursor comes "
-                "from another database or a restored backup; resync the client"
-            )
+        check_cursor(cursor, page.latest_seq, pruned_through)
         self.last_read = page
         return page
 
@@ -380,9 +375,35 @@ class EventService:
         """A `Follower`: an iterator of the pages after `after_seq` (else the frontier now), each
         returned as soon as events matching `filter` commit (or the cursor moves past events of
         other sessions), and a context manager; `close()` ends it from any thread, as does
-        closing the store. `CursorAhead` as for `wait`."""
-        cursor = self.latest_seq() if after_seq is None else after_seq
-        return Follower(self, filter, cursor, page_size(limit))
+        closing the store.
+
+        The cursor is checked here, before the follower is returned, by one statement:
+        `CursorExpired` below the floor of the pruned log, `CursorAhead` above the frontier (so
+        a server answers before its response starts). A page raises them later only if the log
+        changed in between (a prune past the cursor: `CursorExpired`)."""
+        size = page_size(limit)
+        return Follower(self, filter, self._start_cursor(after_seq), size)
+
+    def _start_cursor(self, after_seq: int | None) -> int:
+        """Where a follower starts: `after_seq`, checked against the log's frontier and floor
+        read by one statement (`check_cursor`), else the frontier now."""
+        with self._transactions.reading_one_statement("start following events") as read:
+            version = read.events.version()
+        if after_seq is None:
+            return version.latest_seq
+        check_cursor(after_seq, version.latest_seq, version.pruned_through)
+        return after_seq
+
+
+def check_cursor(cursor: int, latest_seq: int, pruned_through: int) -> None:
+    """`CursorExpired` if the cursor is below the floor (`check_not_expired`), `CursorAhead` if
+    it is above the frontier: it comes from another database or a restored backup."""
+    check_not_expired(cursor, pruned_through)
+    if cursor > latest_seq:
+        raise CursorAhead(
+            f"after_seq {cursor} is above the frontier {latest_seq}: the cursor comes "
+            "from another database or a restored backup; resync the client"
+        )
 
 
 def check_not_expired(cursor: int, pruned_through: int) -> None:
