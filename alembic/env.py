@@ -59,7 +59,7 @@ from session_journal import migrations
 from session_journal.config import StoreOptions, resolve_url
 from session_journal.db import check_url, create_engine, require_database, sqlite_migration_lock
 from session_journal.errors import InvalidRecord, SessionJournalError
-from session_journal.migrations import refuse_data_loss, refuse_offline
+from session_journal.migrations import planned_data_loss, refuse_data_loss, refuse_offline
 from session_journal.models import Base
 
 # Key of the upgrade lock; the second key is the schema, so separate schemas do not wait on
@@ -239,13 +239,16 @@ def run_online() -> None:
                     version_table=version_table,
                     **options,
                 )
-                if not allow_data_loss():
-                    try:
+                try:
+                    if not allow_data_loss():
                         refuse_data_loss(context.get_context())
-                    except SessionJournalError as error:
-                        refuse(error)
-                    finally:
-                        connection.rollback()  # the reads' transaction: before any revision
+                    else:  # for the caller to report what went (`migrations.downgrade`)
+                        lost = planned_data_loss(context.get_context())
+                        config.attributes[migrations.DATA_LOST] = lost
+                except SessionJournalError as error:
+                    refuse(error)
+                finally:
+                    connection.rollback()  # the reads' transaction: before any revision
                 with context.begin_transaction():
                     context.run_migrations()
             finally:

@@ -30,6 +30,7 @@ from .errors import SessionJournalError
 from .journal.search import MAX_SEARCH_LIMIT
 from .journal.stats import EVENTS_FILE, SessionStats
 from .journal.verify import events_file, verify
+from .repositories.events import PRUNED_LEVEL
 from .services.events import MAX_PAGE
 from .store import Store
 
@@ -96,7 +97,22 @@ def _parser() -> argparse.ArgumentParser:
         help="delete the longest prefix of events all recorded more than DURATION ago "
         "(500ms, 30s, 15m, 12h, 30d, 2w)",
     )
-    prune.add_argument("--dry-run", action="store_true", help="print what would go; delete nothing")
+    prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would go and any level change; delete nothing (needs no --allow-*)",
+    )
+    prune.add_argument(
+        "--allow-level-change",
+        action="store_true",
+        help="prune even if it raises minimum_compatible_level (the first prune raises it to "
+        f"{PRUNED_LEVEL}: older controllers then refuse the database)",
+    )
+    prune.add_argument(
+        "--allow-empty-log",
+        action="store_true",
+        help="prune even if it deletes every retained event",
+    )
     db.add_parser(
         "stats", help="print sessions, events, pruned_through, the frontier and the size on disk"
     )
@@ -235,7 +251,9 @@ def _db(url: str, args: argparse.Namespace) -> int:
         print(f"database {shown_url(url)} at {_status(url).revision}")
         return 0
     if command == "downgrade":
-        migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
+        lost = migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
+        for loss in lost:
+            print(f"lost {loss}")
         print(f"database {shown_url(url)} at {_status(url).revision or 'base (no schema)'}")
         return 0
     if command == "prune":
@@ -275,18 +293,44 @@ def _prune(url: str, args: argparse.Namespace) -> int:
     require_database(url)
     with Store.open(url) as store:
         plan = store.events.plan_prune(**target)
+        minimum = store.schema.minimum_compatible_level or 0
+        # The floor moves, and with it the level (`EventRepository.raise_floor`).
+        level_change = None
+        if plan.through_seq > plan.pruned_through and minimum < PRUNED_LEVEL:
+            level_change = (
+                f"minimum_compatible_level {minimum} -> {PRUNED_LEVEL}: controllers older than "
+                f"level {PRUNED_LEVEL} will refuse this database"
+            )
+        retained = store.events.plan_prune(through_seq=plan.latest_seq).events
+        empties = 0 < retained == plan.events
         if args.dry_run:
             print(
                 f"would prune {plan.events} event(s) through seq {plan.through_seq} "
                 f"(pruned_through {plan.pruned_through}, frontier {plan.latest_seq}); nothing "
                 "was deleted"
             )
+            if level_change:
+                print(f"would raise {level_change}")
+            if empties:
+                print(f"would delete every retained event ({retained}): the log would be empty")
             return 0
+        if level_change and not args.allow_level_change:
+            raise SessionJournalError(
+                f"db prune would raise {level_change}; give --allow-level-change to prune "
+                "anyway (--dry-run shows what would go); nothing was deleted"
+            )
+        if empties and not args.allow_empty_log:
+            raise SessionJournalError(
+                f"db prune would delete every retained event ({retained}), leaving the log "
+                "empty; give --allow-empty-log to prune anyway; nothing was deleted"
+            )
         deleted = store.events.prune(**target)
         print(
             f"pruned {deleted} event(s); pruned_through {store.events.pruned_through()}, "
             f"frontier {store.events.latest_seq()}"
         )
+        if level_change:
+            print(f"raised {level_change}")
     return 0
 
 

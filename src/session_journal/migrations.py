@@ -333,12 +333,14 @@ def downgrade(
     *,
     allow_data_loss: bool = False,
     options: StoreOptions | None = None,
-) -> None:
+) -> tuple[str, ...]:
     """Migrate the database at `url` down to `revision` (a revision id or a unique prefix of
-    one, `-N` steps back, or `base`, which removes every table). A downgrade that would lose
-    data this database holds raises `DataLossRefused` naming it, before anything runs, unless
-    `allow_data_loss`; an unknown revision, or one that is not below the database's, is an
-    `InvalidRecord`; a database that does not exist is `DatabaseNotFound` (none is created).
+    one, `-N` steps back, or `base`, which removes every table); what was lost of the data the
+    database held, one text per revision (`"REV: what"`, as `DataLossRefused.losses`; empty when
+    nothing was). A downgrade that would lose data raises `DataLossRefused` naming it, before
+    anything runs, unless `allow_data_loss`; an unknown revision, or one that is not below the
+    database's, is an `InvalidRecord`; a database that does not exist is `DatabaseNotFound`
+    (none is created).
     `options` are used to read the database's revision; the migration's own connection takes
     its options from the environment, as `upgrade`'s does."""
     if not revision.strip("@"):
@@ -355,6 +357,12 @@ def downgrade(
     # Checked by env.py once it holds the migration lock, so no upgrade slips in between.
     config.attributes["allow_data_loss"] = allow_data_loss
     _run(command.downgrade, config, url, revision, _where(current))
+    lost: tuple[str, ...] = config.attributes.get(DATA_LOST, ())
+    return lost
+
+
+DATA_LOST = "data_lost"
+"""The key of `Config.attributes` where env.py leaves what an allowed downgrade lost."""
 
 
 def _run(
@@ -401,20 +409,28 @@ def _module(script: Script) -> Any:
     return script.module
 
 
-def refuse_data_loss(context: MigrationContext) -> None:
-    """`DataLossRefused` if the downgrade `context` is about to run would lose data the
-    database holds (each revision's `downgrade_loss`); nothing for an upgrade. Called by env.py
-    before any revision runs."""
+def planned_data_loss(context: MigrationContext) -> tuple[str, ...]:
+    """What the downgrade `context` is about to run would lose of the data the database holds,
+    one text per revision that loses some (`"REV: what"`, each revision's `downgrade_loss`);
+    nothing for an upgrade."""
     downgrades = [step.revision for step in _planned_steps(context) if not step.is_upgrade]
     if not downgrades:
-        return
+        return ()
     assert context.connection is not None
-    losses = tuple(
+    return tuple(
         f"{script.revision}: {loss}"
         for script in downgrades
         if (loss := _module(script).downgrade_loss(context.connection)) is not None
     )
+
+
+def refuse_data_loss(context: MigrationContext) -> None:
+    """`DataLossRefused` if the downgrade `context` is about to run would lose data the
+    database holds (`planned_data_loss`); nothing for an upgrade. Called by env.py before any
+    revision runs."""
+    losses = planned_data_loss(context)
     if losses:
+        downgrades = [step.revision for step in _planned_steps(context) if not step.is_upgrade]
         target = downgrades[-1].down_revision
         raise DataLossRefused(
             context.get_current_revision() or "base",

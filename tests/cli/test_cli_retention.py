@@ -63,26 +63,47 @@ def test_db_prune_dry_run_then_prune_then_stats(
 ) -> None:
     seed(migrated_url)
     url = ("--url", migrated_url)
+    change = (
+        "minimum_compatible_level 2 -> 7: controllers older than level 7 will refuse this database"
+    )
     assert run(capsys, *url, "db", "prune", "--through-seq", "4", "--dry-run") == (
         0,
         "would prune 4 event(s) through seq 4 (pruned_through 0, frontier 10); nothing was "
-        "deleted\n",
+        f"deleted\nwould raise {change}\n",
         "",
     )
     assert run(capsys, *url, "db", "prune", "--through-seq", "4") == (
+        1,
+        "",
+        f"session-journal: db prune would raise {change}; give --allow-level-change to prune "
+        "anyway (--dry-run shows what would go); nothing was deleted\n",
+    )
+    assert run(capsys, *url, "db", "check")[1].splitlines()[3] == "minimum_compatible_level: 2"
+    assert run(capsys, *url, "db", "prune", "--through-seq", "4", "--allow-level-change") == (
         0,
-        "pruned 4 event(s); pruned_through 4, frontier 10\n",
+        f"pruned 4 event(s); pruned_through 4, frontier 10\nraised {change}\n",
         "",
     )
-    assert run(capsys, *url, "db", "prune", "--through-seq", "4")[1] == (
-        "pruned 0 event(s); pruned_through 4, frontier 10\n"
+    assert run(capsys, *url, "db", "prune", "--through-seq", "5")[1] == (  # raised already
+        "pruned 1 event(s); pruned_through 5, frontier 10\n"
     )
     # Every event is older than a millisecond ago: the whole log, the frontier stays.
+    assert run(capsys, *url, "db", "prune", "--older-than", "1ms", "--dry-run")[1] == (
+        "would prune 5 event(s) through seq 10 (pruned_through 5, frontier 10); nothing was "
+        "deleted\nwould delete every retained event (5): the log would be empty\n"
+    )
     assert run(capsys, *url, "db", "prune", "--older-than", "1ms") == (
+        1,
+        "",
+        "session-journal: db prune would delete every retained event (5), leaving the log "
+        "empty; give --allow-empty-log to prune anyway; nothing was deleted\n",
+    )
+    assert run(capsys, *url, "db", "prune", "--older-than", "1ms", "--allow-empty-log") == (
         0,
-        "pruned 6 event(s); pruned_through 10, frontier 10\n",
+        "pruned 5 event(s); pruned_through 10, frontier 10\n",
         "",
     )
+    assert run(capsys, *url, "db", "prune", "--older-than", "1ms")[0] == 0  # nothing left
     code, out, err = run(capsys, *url, "db", "stats")
     assert (code, err) == (0, "")
     lines = out.splitlines()

@@ -64,7 +64,7 @@ def change(kind: str, url: str, through_seq: int) -> None:
     """What another process does: prune through `through_seq`, or take session `s-gone`."""
     if kind == "cli_prune":
         env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": url}
-        command = [sys.executable, "-m", "session_journal", "db", "prune"]
+        command = [sys.executable, "-m", "session_journal", "db", "prune", "--allow-level-change"]
         done = subprocess.run(
             [*command, "--through-seq", str(through_seq)], env=env, capture_output=True, text=True
         )

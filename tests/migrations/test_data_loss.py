@@ -215,8 +215,11 @@ def test_the_kept_projection_goes_with_its_session_and_with_0001(url: str) -> No
 
     with pytest.raises(DataLossRefused, match="0001_initial: every table: 1 session"):
         migrations.downgrade(url, "base")
-    migrations.downgrade(url, "base", allow_data_loss=True)
+    with pytest.raises(DataLossRefused) as refused:
+        migrations.downgrade(url, "base")
+    assert migrations.downgrade(url, "base", allow_data_loss=True) == refused.value.losses
     assert tables(url) == {"session_journal_version"}
+    assert migrations.downgrade(url, "base", allow_data_loss=True) == ()  # nothing left to lose
 
 
 def minimal_ini(directory: Path) -> Path:
