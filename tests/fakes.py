@@ -11,10 +11,12 @@ session removes what belongs to it.
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections.abc import Callable, Collection, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from session_journal import (
@@ -62,6 +64,7 @@ class FakeState:
     """Everything the fake store holds; a write works on a copy that replaces it at commit."""
 
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    saved_at: dict[str, datetime] = field(default_factory=dict)  # the rows' `updated_at`
     events: list[StoredEvent] = field(default_factory=list)
     latest_seq: int = 0
     deletions: int = 0  # the database's trigger-kept counter of deleted events
@@ -97,6 +100,23 @@ class FakeSessions:
             and project_id in (None, record.project_id)
         ]
 
+    def ids_in_states(
+        self,
+        states: Collection[SessionState],
+        *,
+        updated_before: datetime | None,
+        after_id: str | None,
+        limit: int,
+    ) -> builtins.list[str]:
+        found = [
+            session_id
+            for session_id, record in sorted(self._state.sessions.items())
+            if record.state in states
+            and (after_id is None or session_id > after_id)
+            and (updated_before is None or self._state.saved_at[session_id] < updated_before)
+        ]
+        return found[:limit]
+
     def lock(self, session_id: str) -> StoredLifecycle | None:
         record = self._state.sessions.get(session_id)
         return None if record is None else StoredLifecycle(record.state, record.last_error)
@@ -108,10 +128,12 @@ class FakeSessions:
         if record.id in self._state.sessions:
             return False
         self._state.sessions[record.id] = record.model_copy(deep=True, update={"checkpoint": None})
+        self._state.saved_at[record.id] = datetime.now(UTC)
         return True
 
     def upsert(self, record: SessionRecord) -> None:
         self._state.sessions[record.id] = record.model_copy(deep=True)
+        self._state.saved_at[record.id] = datetime.now(UTC)
 
     def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
         self._update(session_id, checkpoint=None if checkpoint is None else checkpoint.model_copy())
@@ -120,6 +142,8 @@ class FakeSessions:
         self._update(session_id, native_session_id=native_session_id)
 
     def update_lifecycle(self, record: SessionRecord) -> None:
+        if record.id in self._state.sessions:
+            self._state.saved_at[record.id] = datetime.now(UTC)
         self._update(
             record.id,
             state=record.state,
@@ -130,6 +154,7 @@ class FakeSessions:
     def delete(self, session_id: str) -> bool:
         state = self._state
         existed = state.sessions.pop(session_id, None) is not None
+        state.saved_at.pop(session_id, None)
         # What the foreign keys cascade to, and the events queued in this transaction.
         kept = [event for event in state.events if event.session_id != session_id]
         state.deletions += len(state.events) - len(kept)

@@ -157,6 +157,7 @@ class AsyncSessionService(_Service[SessionService]):
     save_lifecycle = _awaitable(SessionService.save_lifecycle)
     get = _awaitable(SessionService.get)
     list = _awaitable(SessionService.list)
+    list_ended = _awaitable(SessionService.list_ended)
     delete = _awaitable(SessionService.delete)
     remove_ended = _awaitable(SessionService.remove_ended)
 

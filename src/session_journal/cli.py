@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
@@ -32,6 +34,7 @@ from .journal.stats import EVENTS_FILE, SessionStats
 from .journal.verify import events_file, verify
 from .repositories.events import PRUNED_LEVEL
 from .services.events import MAX_PAGE
+from .services.sessions import MAX_REMOVED, check_ended
 from .store import Store
 
 MIN_INTERVAL_S = 0.01
@@ -54,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
         "--url",
         help="database URL (default: $SESSION_JOURNAL_DATABASE_URL, else "
         "sqlite:///session-journal.db)",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"session-journal {_installed_version()}"
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -163,6 +169,29 @@ def _parser() -> argparse.ArgumentParser:
     stats = journal.add_parser("stats", help="print the session's stats (rebuilt if stale)")
     stats.add_argument("path", help="a session directory")
 
+    sessions = commands.add_parser("sessions", help="sessions").add_subparsers(
+        dest="sessions_command", required=True
+    )
+    remove = sessions.add_parser(
+        "remove-ended",
+        help="remove ended sessions (closed, error) with their events and everything else",
+    )
+    remove.add_argument("ids", nargs="*", metavar="ID", help="the sessions to remove")
+    remove.add_argument(
+        "--ended-before",
+        type=_duration,
+        metavar="DURATION",
+        help="instead of IDs: every ended session last saved more than DURATION ago (30d, 12h)",
+    )
+    remove.add_argument(
+        "--sessions-dir",
+        metavar="DIR",
+        help="also delete DIR/<id>, each removed session's directory, after the commit",
+    )
+    remove.add_argument(
+        "--dry-run", action="store_true", help="print how many would go; remove nothing"
+    )
+
     search = commands.add_parser("search", help="full-text search of indexed journal events")
     search.add_argument("query")
     search.add_argument("--session", help="only this session")
@@ -212,9 +241,19 @@ def _bounded_int(maximum: int, *, minimum: int = 1) -> Callable[[str], int]:
     return parse
 
 
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("session-journal")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout not installed
+        return "(not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "sessions" and bool(args.ids) == (args.ended_before is not None):
+        parser.error("sessions remove-ended: give session IDs or --ended-before, one of the two")
     try:
         url = check_url(resolve_url(args.url))
         if args.command == "db":
@@ -225,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _journal(args.journal_command, args.path)
         if args.command == "search":
             return _search(url, args)
+        if args.command == "sessions":
+            return _remove_ended(url, args)
         return _demo(url, into_existing=args.into_existing)
     except SessionJournalError as error:
         print(f"session-journal: {error}", file=sys.stderr)
@@ -332,6 +373,45 @@ def _prune(url: str, args: argparse.Namespace) -> int:
         if level_change:
             print(f"raised {level_change}")
     return 0
+
+
+def _remove_ended(url: str, args: argparse.Namespace) -> int:
+    """`sessions remove-ended`: in calls of at most `MAX_REMOVED` sessions (one transaction
+    each), the IDs given or every ended session last saved before `--ended-before` ago (paged
+    by id: a page removed does not move the next one)."""
+    require_database(url)
+    count = 0
+    with Store.open(url) as store:
+        pages: Iterator[list[str]]
+        if args.ended_before is None:
+            ids = sorted(set(args.ids))
+            pages = (ids[at : at + MAX_REMOVED] for at in range(0, len(ids), MAX_REMOVED))
+        else:
+            # As `db prune --older-than`: an age beyond the epoch is the epoch (nothing older).
+            cutoff = datetime.fromtimestamp(max(0, now_ms() - args.ended_before) / 1000, UTC)
+            pages = _ended_pages(store, cutoff)
+        for page in pages:
+            if args.dry_run:
+                count += _would_remove(store, page)
+            else:
+                count += len(store.sessions.remove_ended(page, sessions_dir=args.sessions_dir))
+    print(f"{'would remove' if args.dry_run else 'removed'} {count} session(s)")
+    return 0
+
+
+def _ended_pages(store: Store, cutoff: datetime) -> Iterator[list[str]]:
+    after = None
+    while page := store.sessions.list_ended(updated_before=cutoff, after_id=after):
+        yield page
+        after = page[-1]
+
+
+def _would_remove(store: Store, ids: list[str]) -> int:
+    """How many of `ids` `remove_ended` would remove now, read without writing; the same
+    `LifecycleConflict` if one of them has not ended."""
+    found = [record for record in map(store.sessions.get, ids) if record is not None]
+    check_ended({record.id: record.state for record in found})
+    return len(found)
 
 
 def _print_stats(found: maintenance.DatabaseStats) -> None:

@@ -12,9 +12,11 @@ implementations; mypy checks that they, and their repositories, satisfy the prot
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from typing import NamedTuple, Protocol, TypeVar, cast
 
 import sqlalchemy as sa
@@ -24,7 +26,7 @@ from .api_events import ApiEvent, ApiEventFilter
 from .config import StoreOptions
 from .db import translate_errors
 from .errors import SessionJournalError
-from .records import CheckpointMetadata, CheckpointOperation, SessionRecord
+from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
 from .relay.state import TranscriptItem
 from .repositories import (
     ActivityRepository,
@@ -55,6 +57,18 @@ class SessionReads(Protocol):
 
     def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
         """Sessions matching both optional filters, by id."""
+        ...
+
+    def ids_in_states(
+        self,
+        states: Collection[SessionState],
+        *,
+        updated_before: datetime | None,
+        after_id: str | None,
+        limit: int,
+    ) -> builtins.list[str]:
+        """Ids of sessions in `states`, by id, after `after_id`, last saved before
+        `updated_before` (timezone-aware), at most `limit`."""
         ...
 
 

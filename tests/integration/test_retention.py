@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -462,6 +463,30 @@ def a_session_with_everything(store: Store, session_id: str, state: SessionState
     )
     store.checkpoints.begin(SessionFactory(id=session_id, state=SessionState.CHECKPOINTING), "c")
     store.sessions.save_lifecycle(SessionFactory(id=session_id, state=state))
+
+
+def test_list_ended_pages_by_id_and_filters_by_the_last_save(store: Store) -> None:
+    for session_id, state in [
+        ("c-1", SessionState.CLOSED),
+        ("e-1", SessionState.ERROR),
+        ("r-1", SessionState.RUNNING),
+        ("c-2", SessionState.CLOSED),
+    ]:
+        store.sessions.save(SessionFactory(id=session_id, state=SessionState.RUNNING))
+        store.sessions.save_lifecycle(SessionFactory(id=session_id, state=state))
+    assert store.sessions.list_ended() == ["c-1", "c-2", "e-1"]
+    assert store.sessions.list_ended(limit=2) == ["c-1", "c-2"]
+    assert store.sessions.list_ended(after_id="c-2", limit=2) == ["e-1"]
+    assert store.sessions.list_ended(limit=0) == ["c-1"]  # clamped to 1..1000
+    hour = timedelta(hours=1)
+    assert store.sessions.list_ended(updated_before=datetime.now(UTC) + hour) == [
+        "c-1",
+        "c-2",
+        "e-1",
+    ]
+    assert store.sessions.list_ended(updated_before=datetime.now(UTC) - hour) == []
+    with pytest.raises(InvalidRecord, match="updated_before must be a timezone-aware datetime"):
+        store.sessions.list_ended(updated_before=datetime(2026, 1, 1))
 
 
 def test_removing_ended_sessions_deletes_all_their_rows_and_nothing_else(

@@ -1,6 +1,7 @@
-"""Scenario: `session-journal events` and `session-journal search` run as real processes with
-hostile argument values: negative and huge numbers, non-finite intervals, over-long queries,
-and bytes that are not UTF-8 (Python hands them to the program as lone surrogates).
+"""Scenario: `session-journal events`, `search`, `sessions remove-ended` and `db prune` run as
+real processes with hostile argument values: negative and huge numbers, non-finite intervals,
+over-long queries, ids that are paths, and bytes that are not UTF-8 (Python hands them to the
+program as lone surrogates).
 
 This proves, on SQLite and PostgreSQL, for each case: the command ends (within a generous
 bound), never prints a traceback, and exits as the README says: 0 with nothing on stderr,
@@ -38,6 +39,11 @@ CASES: dict[str, tuple[list[str | bytes], set[int]]] = {
     "interval-negative": (["events", "--follow", "--interval", "-1"], REFUSED),
     "query-not-utf8": (["search", b"fix " + NOT_UTF8], ANY),
     "query-over-1000-chars": (["search", "t" * 1001], REFUSED),
+    "remove-id-traversal": (["sessions", "remove-ended", "../etc", "--dry-run"], REFUSED),
+    "remove-id-not-utf8": (["sessions", "remove-ended", NOT_UTF8], REFUSED),
+    "remove-age-past-epoch": (["sessions", "remove-ended", "--ended-before", "9" * 30 + "w"], ANY),
+    "remove-age-negative": (["sessions", "remove-ended", "--ended-before", "-3d"], REFUSED),
+    "prune-age-past-epoch": (["db", "prune", "--older-than", "9" * 30 + "w", "--dry-run"], ANY),
 }
 
 

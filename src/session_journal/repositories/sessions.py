@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Collection
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -66,6 +68,28 @@ class SessionRepository:
         if project_id is not None:
             query = query.where(SessionRow.project_id == project_id)
         return [_record(row) for row in self._connection.execute(query)]
+
+    def ids_in_states(
+        self,
+        states: Collection[SessionState],
+        *,
+        updated_before: datetime | None,
+        after_id: str | None,
+        limit: int,
+    ) -> builtins.list[str]:
+        """Ids of sessions in `states`, by id, after `after_id`, last saved (`updated_at`)
+        before `updated_before` (timezone-aware), at most `limit`."""
+        query = (
+            sa.select(SessionRow.session_id)
+            .where(SessionRow.state.in_(sorted(state.value for state in states)))
+            .order_by(SessionRow.session_id)
+            .limit(limit)
+        )
+        if after_id is not None:
+            query = query.where(SessionRow.session_id > after_id)
+        if updated_before is not None:  # UTC: SQLite keeps CURRENT_TIMESTAMP's UTC text
+            query = query.where(SessionRow.updated_at < updated_before.astimezone(UTC))
+        return list(self._connection.scalars(query))
 
     def lock(self, session_id: str) -> StoredLifecycle | None:
         """The stored state and `last_error`, or `None`; the row stays locked (PostgreSQL) until

@@ -7,7 +7,8 @@ import functools
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -93,6 +94,33 @@ class SessionService:
             return read.sessions.list(workspace_id=workspace_id, project_id=project_id)
 
     @validate_arguments()
+    def list_ended(
+        self,
+        *,
+        updated_before: datetime | None = None,
+        after_id: Id | None = None,
+        limit: int = MAX_REMOVED,
+        uow: Passed[WriteContext | None] = None,
+    ) -> builtins.list[str]:
+        """Ids of ended sessions (`closed`, `error`: what `remove_ended` takes), by id: those
+        after `after_id` (a keyset cursor: the last id of the previous call), and with
+        `updated_before` (a timezone-aware time) only those last saved before it. At most
+        `limit`, clamped to 1..`MAX_REMOVED`, so a page is one `remove_ended` call. It reads
+        the sessions table without an index on the time: an operator's call, not a hot path."""
+        if updated_before is not None and updated_before.utcoffset() is None:
+            raise InvalidRecord(
+                "updated_before must be a timezone-aware datetime (a naive one could be in any "
+                f"zone), got {updated_before.isoformat()}"
+            )
+        with self._transactions.reading("list ended sessions", uow) as read:
+            return read.sessions.ids_in_states(
+                ENDED_STATES,
+                updated_before=updated_before,
+                after_id=after_id,
+                limit=max(1, min(limit, MAX_REMOVED)),
+            )
+
+    @validate_arguments()
     def delete(self, session_id: Id, *, uow: Passed[WriteContext | None] = None) -> bool:
         """Delete the session with its context, checkpoint, events and activity; whether it
         existed. The event frontier (`latest_seq`) does not move."""
@@ -145,13 +173,7 @@ class SessionService:
                 stored = uow.sessions.lock(session_id)
                 if stored is not None:
                     found[session_id] = stored.state
-            running = {sid: state for sid, state in found.items() if state not in ENDED_STATES}
-            if running:
-                listed = ", ".join(f"{sid!r} ({state.value})" for sid, state in running.items())
-                raise LifecycleConflict(
-                    f"remove ended sessions: {len(running)} session(s) have not ended: {listed}; "
-                    "only closed or error sessions are removed; nothing was removed"
-                )
+            check_ended(found)
             for session_id in found:
                 uow.project_events.delete_session(session_id)
                 uow.sessions.delete(session_id)
@@ -164,6 +186,18 @@ class SessionService:
             return builtins.list(found)
 
         return self._transactions.submit(work, f"remove {len(ids)} ended session(s)", uow)
+
+
+def check_ended(states: Mapping[str, SessionState]) -> None:
+    """`LifecycleConflict` naming every session of `states` (id -> state) that has not ended,
+    if any: `remove_ended` removes all the sessions it is given or none."""
+    running = {sid: state for sid, state in states.items() if state not in ENDED_STATES}
+    if running:
+        listed = ", ".join(f"{sid!r} ({state.value})" for sid, state in running.items())
+        raise LifecycleConflict(
+            f"remove ended sessions: {len(running)} session(s) have not ended: {listed}; "
+            "only closed or error sessions are removed; nothing was removed"
+        )
 
 
 def _sessions_dir(value: object) -> Path:
