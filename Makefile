@@ -20,10 +20,9 @@ help: ## list the commands
 
 install: $(STAMP) ## create .venv and install the package (with psycopg) and its test and lint tools
 
-run: $(STAMP) ## migrate the default SQLite database, run the demo, print the event feed
+run: $(STAMP) ## migrate the default SQLite database, run the demo, which prints the event feed
 	$(BIN)/session-journal db upgrade
 	$(BIN)/session-journal demo
-	$(BIN)/session-journal events --after 0
 
 test: $(STAMP) ## run the whole suite on SQLite and PostgreSQL
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -497,7 +497,8 @@ def _follow(
 
 
 class _Interrupt:
-    """Ctrl-C while following: the SIGINT handler only records it.
+    """Ctrl-C (SIGINT) or SIGTERM (a service manager stopping it) while following: the
+    handler only records it.
 
     Python runs a handler in the main thread between two bytecodes, wherever that thread is,
     possibly holding a lock (`threading.Event.wait` holds its condition's lock on the way in
@@ -516,16 +517,20 @@ class _Interrupt:
 @contextmanager
 def _interrupt_flag(follow: bool) -> Iterator[_Interrupt]:
     interrupt = _Interrupt()
-    # Only the main thread may set handlers, and only it receives Ctrl-C anyway.
+    # Only the main thread may set handlers, and only it receives the signals anyway.
     if not follow or threading.current_thread() is not threading.main_thread():
         yield interrupt
         return
-    previous = signal.signal(signal.SIGINT, interrupt)
+    previous = {number: signal.signal(number, interrupt) for number in _STOPPING}
     try:
         yield interrupt
     finally:
-        # None: the previous handler was not installed from Python and cannot be put back.
-        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+        for number, handler in previous.items():
+            # None: the previous handler was not installed from Python and cannot be put back.
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM)  # a follower stops as cleanly for either
 
 
 def _journal(command: str, path: str) -> int:

@@ -121,7 +121,10 @@ def test_demo_prints_what_a_follower_sees(url: str, capsys: pytest.CaptureFixtur
     assert (deferred["outcome"], deferred["reason"]) == ("rejected", "checkpoint_deferred")
 
 
-def test_follow_through_the_console_script_until_interrupted(migrated_url: str) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_follow_through_the_console_script_until_interrupted(
+    migrated_url: str, stop: signal.Signals
+) -> None:
     env = os.environ | {"SESSION_JOURNAL_DATABASE_URL": migrated_url}
     with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
@@ -142,7 +145,7 @@ def test_follow_through_the_console_script_until_interrupted(migrated_url: str) 
             store.faults.record_startup_fault("a", "while following")
             ready, _, _ = select.select([follower.stdout], [], [], 0.5)
         line = follower.stdout.readline() if ready else ""
-        follower.send_signal(signal.SIGINT)
+        follower.send_signal(stop)
         _, err = follower.communicate(timeout=20)
     assert follower.returncode == 0
     assert err == ""
