@@ -71,10 +71,12 @@ def test_the_interrupt_handler_only_sets_a_flag(
     with Store.open(migrated_url, upgrade=True) as store:
         store.sessions.save(SessionFactory(id="a"))
     handlers: list[Any] = []
-    previous = signal.getsignal(signal.SIGINT)
+    installed: list[int] = []
+    previous = [signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)]
 
     def record(signum: int, handler: Any) -> Any:
         handlers.append(handler)
+        installed.append(signum)
         return signal.getsignal(signum)  # the real handler is never replaced
 
     monkeypatch.setattr(signal, "signal", record)
@@ -113,7 +115,9 @@ def test_the_interrupt_handler_only_sets_a_flag(
     out, err = capsys.readouterr()
     assert (code, out, err) == (0, "", "")
     assert calls == ["_Interrupt.__call__"]
-    assert handlers[1:] == [previous]  # restored when the loop ended
+    assert installed == [signal.SIGINT, signal.SIGTERM] * 2  # SIGTERM stops it alike
+    assert handlers[1] is handlers[0]
+    assert handlers[2:] == previous  # restored when the loop ended
 
 
 @pytest.mark.parametrize(
