@@ -28,7 +28,7 @@ from session_journal import (
     SessionState,
     StoreOptions,
 )
-from session_journal.api_events import EVENT_DATA, ApiEventData
+from session_journal.api_events import EVENT_DATA, ApiEventData, StoredRow, decode_events
 from session_journal.records import CheckpointOperation
 from session_journal.relay.state import TranscriptItem
 from session_journal.repositories import LogVersion, StoredLifecycle, StoredProjection
@@ -213,30 +213,24 @@ class FakeEvents:
     def page(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
     ) -> tuple[int, int, list[ApiEvent]]:
+        latest, pruned, rows = self.page_rows(event_filter, after_seq, limit)
+        return latest, pruned, decode_events(rows)
+
+    def page_rows(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
         sessions = self._state.sessions
-        matching = [
-            ApiEvent(
-                seq=event.seq,
-                session_id=event.session_id,
-                recorded_at_ms=event.recorded_at_ms,
-                event=event.body,
-            )
+        rows = [
+            (event.seq, event.session_id, event.recorded_at_ms, event.body.model_dump_json(), True)
             for event in self._state.events
             if event.seq > after_seq
             and event_filter.session_id in (None, event.session_id)
             and event_filter.workspace_id in (None, sessions[event.session_id].workspace_id)
         ]
-        return self._state.latest_seq, 0, matching[:limit]
-
-    def rows_after(
-        self, after_seq: int, limit: int
-    ) -> tuple[int, int, list[tuple[int, str, int, str]]]:
-        rows = [
-            (event.seq, event.session_id, event.recorded_at_ms, event.body.model_dump_json())
-            for event in self._state.events
-            if event.seq > after_seq
-        ]
         return self._state.latest_seq, 0, rows[:limit]
+
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
+        return self.page_rows(ApiEventFilter(), after_seq, limit)
 
     def present_after(self, after_seq: int, through_seq: int) -> set[int]:
         return {event.seq for event in self._state.events if after_seq < event.seq <= through_seq}

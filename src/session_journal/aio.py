@@ -399,6 +399,7 @@ class AsyncEventService(_Service[EventService]):
     holding a thread; `follow` is an async iterator (`AsyncFollower`)."""
 
     load = _awaitable(EventService.load)
+    load_json = _awaitable(EventService.load_json)
     latest_seq = _awaitable(EventService.latest_seq)
     pruned_through = _awaitable(EventService.pruned_through)
     plan_prune = _awaitable(EventService.plan_prune)
@@ -429,6 +430,19 @@ class AsyncEventService(_Service[EventService]):
         if last is None or follower.store_closed:
             raise StoreClosed("wait for events: the store was closed")
         return last  # empty; its cursor follows `load`'s rules
+
+    @validate_arguments()
+    async def wait_json(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        after_seq: Int64 | None = None,
+        limit: int = 100,
+        *,
+        timeout: object,
+    ) -> bytes:
+        """`EventService.wait_json`, awaited: `wait`'s page as its JSON (UTF-8)."""
+        page = await self.wait(filter, after_seq, limit, timeout=timeout)
+        return page.model_dump_json().encode()
 
     @validate_arguments()
     def follow(

@@ -3,15 +3,17 @@
 An event body is stored and sent as `{"type": <tag>, "data": {<fields>}}`. The Python classes
 keep their fields at the top level (`TurnStarted(turn_id=1, ...)`), dump themselves in the wrapped
 form, and validate either form; the wrapped form is read by pydantic-core without Python code,
-and an event of a page keeps its body undecoded until it is first used (`ApiEvent`).
+and a page decodes its events in one call of pydantic-core (`decode_events`), or is written as
+JSON from the stored text without decoding (`event_texts`, `page_json`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -20,13 +22,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     ValidationError,
     model_serializer,
 )
-from pydantic.main import TupleGenerator
+from pydantic_core import to_json
 
 from .elicitation import ElicitationRequest
 from .errors import InvalidRecord
@@ -251,84 +252,28 @@ class ApiEventFilter(BaseModel):
 
 
 class ApiEvent(BaseModel):
-    """One event of the ordered log. An event read from the log decodes its stored body when it
-    is first used; a body that does not decode becomes a `LegacyNotice`, never an error."""
+    """One event of the ordered log. Read from the log, its body is decoded with the page (by
+    pydantic-core, from the stored JSON); a body that does not decode is a `LegacyNotice`, never
+    an error. Frozen: the followers' window of a store decodes each event once and the pages it
+    serves share the event objects (treat the body, whose lists pydantic cannot freeze, as
+    read-only too)."""
 
-    # Lazy bodies: a page holds each body as its stored text (`_stored_body`, `event` absent from
-    # `__dict__`) and decodes it when `event` is first read, or when the event is dumped,
-    # compared, printed, iterated, copied or pickled. A follower that pages through the log
-    # looking only at seqs or sessions pays for the rows, not for bodies it never reads (README,
-    # Performance). Code that reads `__dict__` directly, as `vars(event)` does, sees `event` only
-    # once it is decoded. Pages may be shared between threads.
+    model_config = ConfigDict(frozen=True)
+
     seq: int
     session_id: str
     recorded_at_ms: int
     event: ApiEventData
-    _stored_body: str | None = PrivateAttr(default=None)
-
-    def _decode_stored(self) -> None:
-        # Safe when threads race: the first body stored wins (an assignment made meanwhile
-        # included), and everyone reads that one back from `__dict__`.
-        private = self.__pydantic_private__  # None in a model that has no private values
-        body = None if private is None else private.get("_stored_body")
-        if body is None:
-            return
-        if "event" not in self.__dict__:
-            self.__dict__.setdefault("event", decode_body(body))
-        self._stored_body = None
-
-    if not TYPE_CHECKING:  # as in BaseModel: keeps mypy's attribute checks on ApiEvent
-
-        def __getattr__(self, name: str) -> Any:
-            # Reached only while `event` is not in `__dict__`, i.e. not decoded yet.
-            if name == "event":
-                self._decode_stored()
-                if "event" in self.__dict__:
-                    return self.__dict__["event"]
-            return super().__getattr__(name)
-
-    # No return annotation: pydantic would take it as the serialized schema (`Any` gives `{}`);
-    # without one, JSON schemas in serialization mode keep ApiEvent's fields.
-    @model_serializer(mode="wrap")
-    def _decoded(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
-        self._decode_stored()
-        return handler(self)
-
-    def __eq__(self, other: object) -> bool:
-        self._decode_stored()
-        if isinstance(other, ApiEvent):
-            other._decode_stored()
-        return super().__eq__(other)
-
-    def __iter__(self) -> TupleGenerator:
-        self._decode_stored()
-        yield from super().__iter__()
-
-    # Copies and pickles take the decoded body: pydantic copies `__dict__` and the private
-    # attributes one after the other, so a body decoded in between would be in neither.
-    def __copy__(self) -> Self:
-        self._decode_stored()
-        return super().__copy__()
-
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
-        self._decode_stored()
-        return super().__deepcopy__(memo)
-
-    def __getstate__(self) -> dict[Any, Any]:
-        self._decode_stored()
-        return super().__getstate__()
-
-    def __repr_args__(self) -> Any:
-        self._decode_stored()
-        return super().__repr_args__()
 
 
 class ApiEventPage(BaseModel):
-    """A page of events after a cursor; continue with `after_seq=next_after_seq`."""
+    """A page of events after a cursor; continue with `after_seq=next_after_seq`.
+    `pruned_through` is the floor of the pruned log in the page's snapshot (0: never pruned)."""
 
     events: list[ApiEvent]
     next_after_seq: int
     latest_seq: int
+    pruned_through: int = 0
 
 
 EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
@@ -357,30 +302,66 @@ def validate_stored_body(body: str) -> ApiEventData:
     return decoded
 
 
-_ALL_FIELDS = frozenset(ApiEvent.model_fields)
+StoredRow = tuple[int, str, int, str, bool]
+"""An event as stored: `(seq, session_id, recorded_at_ms, body text, body_canonical)`."""
+
+_EVENT_LIST: TypeAdapter[list[ApiEvent]] = TypeAdapter(list[ApiEvent])
+_SAFE_ID = re.compile(r"[A-Za-z0-9._:@-]+")  # the ids `check_id` accepts need no escaping
 
 
-def stored_events(rows: Iterable[tuple[int, str, int, str]]) -> list[ApiEvent]:
-    """Events of stored rows `(seq, session_id, recorded_at_ms, body text)`, bodies undecoded.
+def event_texts(rows: Iterable[StoredRow]) -> list[str]:
+    """The JSON of each stored event, exactly as `ApiEvent.model_dump_json()` writes the event
+    it decodes to: a canonical body (`body_canonical`) is spliced in as stored, any other is
+    decoded (a `LegacyNotice` if it does not decode) and encoded again."""
+    quoted: dict[str, str] = {}
+    texts = []
+    for seq, session_id, recorded_at_ms, body, canonical in rows:
+        name = quoted.get(session_id)
+        if name is None:
+            name = quoted[session_id] = _json_string(session_id)
+        if not canonical:
+            body = decode_body(body).model_dump_json()
+        texts.append(
+            f'{{"seq":{seq},"session_id":{name},"recorded_at_ms":{recorded_at_ms},"event":{body}}}'
+        )
+    return texts
 
-    Built without validation, through the pickle protocol (`__setstate__` with the state that
-    `__getstate__` gives, which pydantic keeps loadable across releases so that pickles stay
-    readable): the three scalars come from typed, NOT NULL columns, and the body is validated
-    when it is decoded. `model_construct` does the same but costs more than the rest of a page
-    read.
-    """
-    # One state dict for the page, whose values `__setstate__` takes over (one object less per
-    # event); each event gets its own `model_fields_set`, which a caller may change.
-    state: dict[str, Any] = {"__pydantic_extra__": None}
-    new, events = ApiEvent.__new__, []
-    for seq, session_id, recorded_at_ms, body in rows:
-        event = new(ApiEvent)
-        state["__dict__"] = {"seq": seq, "session_id": session_id, "recorded_at_ms": recorded_at_ms}
-        state["__pydantic_fields_set__"] = set(_ALL_FIELDS)
-        state["__pydantic_private__"] = {"_stored_body": body}
-        event.__setstate__(state)
-        events.append(event)
-    return events
+
+def _json_string(value: str) -> str:
+    if _SAFE_ID.fullmatch(value):
+        return f'"{value}"'
+    return to_json(value).decode()  # pydantic's own escaping, as `model_dump_json` does
+
+
+def decode_events(rows: list[StoredRow], texts: list[str] | None = None) -> list[ApiEvent]:
+    """The events of stored rows (`texts`: their `event_texts`, if already made), decoded by
+    pydantic-core in one call for the page; should that fail (a canonical body that this
+    code's models no longer take), event by event, an undecodable body as a `LegacyNotice`."""
+    if texts is None:
+        texts = event_texts(rows)
+    try:
+        return _EVENT_LIST.validate_json(f"[{','.join(texts)}]")
+    except ValidationError:
+        return [_decode_one(row, text) for row, text in zip(rows, texts, strict=True)]
+
+
+def _decode_one(row: StoredRow, text: str) -> ApiEvent:
+    try:
+        return ApiEvent.model_validate_json(text)
+    except ValidationError:
+        seq, session_id, recorded_at_ms, body, _ = row
+        return ApiEvent(
+            seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=decode_body(body)
+        )
+
+
+def page_json(texts: list[str], next_after_seq: int, latest_seq: int, pruned_through: int) -> bytes:
+    """A page's JSON (UTF-8) from its events' `event_texts`: exactly what
+    `ApiEventPage.model_dump_json()` writes for that page."""
+    return (
+        f'{{"events":[{",".join(texts)}],"next_after_seq":{next_after_seq},'
+        f'"latest_seq":{latest_seq},"pruned_through":{pruned_through}}}'
+    ).encode()
 
 
 def decode_body(body: str) -> ApiEventData:

@@ -32,6 +32,7 @@ from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+from . import backfill
 from .config import StoreOptions
 from .db import create_engine, error_detail, require_database, translate_errors
 from .errors import (
@@ -45,7 +46,7 @@ from .errors import (
 )
 from .models import Base
 
-SCHEMA_LEVEL = 8
+SCHEMA_LEVEL = 9
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"
@@ -325,6 +326,32 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
             "upgrade session-journal instead"
         )
     _run(command.upgrade, alembic_config(url), url, revision, _where(current))
+    if _below(current, CANONICAL_BODIES) and not _below(_revision_of(url), CANONICAL_BODIES):
+        engine = create_engine(url, options or StoreOptions.from_env(), role="migrator")
+        try:
+            with translate_errors("mark the canonical bodies"):
+                backfill.mark_canonical_bodies(engine)
+        finally:
+            engine.dispose()
+
+
+CANONICAL_BODIES = "0009_canonical_bodies"
+"""The revision that adds `api_events.body_canonical`, whose rows the package marks once an
+upgrade crossed it (`backfill`): a revision may not import the package's body models."""
+
+
+def _below(current: str | None, revision: str) -> bool:
+    """Whether the database at `current` (`None`: no schema) is below `revision`."""
+    order = [info.revision for info in revisions()]
+    return current is None or order.index(current) < order.index(revision)
+
+
+def _revision_of(url: str) -> str | None:
+    engine = create_engine(url, StoreOptions.from_env(), role="inspector")
+    try:
+        return status(engine).revision
+    finally:
+        engine.dispose()
 
 
 def downgrade(

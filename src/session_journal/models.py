@@ -125,6 +125,10 @@ class ApiEventRow(Base):
     session_id: Mapped[str] = _owning_session()
     recorded_at_ms: Mapped[int] = mapped_column(sa.BigInteger)
     body: Mapped[str] = mapped_column(JsonText)
+    # Whether `body` is exactly the canonical JSON of the body it decodes to (pydantic's
+    # `model_dump_json()`), so that a JSON page splices it as stored (revision 0009). Rows of
+    # older code, and bodies in another form or that do not decode, are false: decoded on read.
+    body_canonical: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
 
 
 class EventSequenceRow(Base):

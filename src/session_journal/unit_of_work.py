@@ -22,7 +22,7 @@ from typing import NamedTuple, Protocol, TypeVar, cast
 import sqlalchemy as sa
 
 from . import driver
-from .api_events import ApiEvent, ApiEventFilter
+from .api_events import ApiEvent, ApiEventFilter, StoredRow
 from .config import StoreOptions
 from .db import translate_errors
 from .errors import SessionJournalError
@@ -130,12 +130,15 @@ class EventReads(Protocol):
         `after_seq`, ascending, at most `limit`, from one snapshot."""
         ...
 
-    def rows_after(
-        self, after_seq: int, limit: int
-    ) -> tuple[int, int, list[tuple[int, str, int, str]]]:
-        """The frontier, the floor of the pruned log and the stored rows `(seq, session_id,
-        recorded_at_ms, body text)` of the events after `after_seq`, ascending, at most
-        `limit`, from one snapshot."""
+    def page_rows(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
+        """`page`, with the events as stored rows, undecoded."""
+        ...
+
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
+        """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
+        events after `after_seq`, ascending, at most `limit`, from one snapshot."""
         ...
 
     def prune_horizon(self, older_than_ms: int) -> int:

@@ -44,11 +44,11 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0008_deletion_counter",
+        "revision: 0009_canonical_bodies",
         "version_table: session_journal_version",
-        "schema_level: 8",
+        "schema_level: 9",
         "minimum_compatible_level: 2",
-        "code_schema_level: 8",
+        "code_schema_level: 9",
         "verdict: up to date",
     ]
 

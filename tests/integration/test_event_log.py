@@ -301,7 +301,7 @@ def test_a_damaged_frontier_is_a_storage_error_not_an_empty_log(store: Store) ->
         lambda: store.events.load(after_seq=0),
         lambda: store.events.load(),
     ):
-        with pytest.raises(StorageError, match="event_sequences has no 'api_events' row"):
+        with pytest.raises(StorageError, match=r"event_sequences (has no|lacks its) 'api_events'"):
             read()
 
 

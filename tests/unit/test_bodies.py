@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import pickle
 
 import pytest
 from pydantic import ValidationError
@@ -28,7 +27,7 @@ from session_journal import (
     TurnResultKind,
     TurnStarted,
 )
-from session_journal.api_events import EVENT_DATA, decode_body, stored_events
+from session_journal.api_events import EVENT_DATA, decode_body, decode_events, event_texts
 from session_journal.validation import check_id
 
 
@@ -180,12 +179,21 @@ def test_a_legacy_notice_names_the_place_only_when_there_is_one(stored: str, mes
     assert notice.message == f"stored body does not decode ({message})"
 
 
-def test_a_page_event_is_built_from_the_state_pydantic_pickles() -> None:
-    # `stored_events` builds events through `__setstate__` with the keys of pydantic's own
-    # pickle state: a pydantic release that changes that state fails here, not in a page read.
-    body = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="m")
-    built = ApiEvent(seq=7, session_id="s-1", recorded_at_ms=70, event=body)
-    (stored,) = stored_events([(7, "s-1", 70, body.model_dump_json())])
-    assert set(stored.__getstate__()) == set(built.__getstate__())
-    assert stored == built
-    assert pickle.loads(pickle.dumps(stored)) == built
+@pytest.mark.parametrize("session_id", ["s-1", 'odd "id"\n\u00e9\u2028'])
+def test_stored_rows_decode_and_write_as_the_built_event_does(session_id: str) -> None:
+    body = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message='m \u00e9 "q"')
+    built = ApiEvent(seq=7, session_id=session_id, recorded_at_ms=70, event=body)
+    canonical = body.model_dump_json()
+    spaced = json.dumps(json.loads(canonical), indent=2, ensure_ascii=True)  # another form
+    rows = [(7, session_id, 70, canonical, True), (7, session_id, 70, spaced, False)]
+    assert event_texts(rows) == [built.model_dump_json()] * 2
+    assert decode_events(rows) == [built, built]
+    with pytest.raises(ValidationError, match="frozen"):
+        built.seq = 8  # type: ignore[misc]
+
+
+def test_an_undecodable_stored_body_is_a_notice_in_the_page_and_its_json() -> None:
+    rows = [(1, "s", 5, '{"type":"no_such_tag","data":{}}', False)]
+    [event] = decode_events(rows)
+    assert isinstance(event.event, LegacyNotice) and event.event.original_type == "no_such_tag"
+    assert event_texts(rows) == [event.model_dump_json()]

@@ -8,7 +8,14 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from .. import driver
-from ..api_events import ApiEvent, ApiEventFilter, stored_events, validate_stored_body
+from ..api_events import (
+    ApiEvent,
+    ApiEventData,
+    ApiEventFilter,
+    StoredRow,
+    decode_events,
+    validate_stored_body,
+)
 from ..config import StoreOptions
 from ..db import translate_errors
 from ..errors import PermanentStorageError, SessionJournalError, SessionNotFound
@@ -50,6 +57,7 @@ _INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
         ApiEventRow.session_id: sa.bindparam("session_id", type_=sa.Text),
         ApiEventRow.recorded_at_ms: sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
         ApiEventRow.body: sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
+        ApiEventRow.body_canonical: sa.bindparam("body_canonical", type_=sa.Boolean),
     }
 )
 # PostgreSQL: FOR KEY SHARE keeps the session from being deleted before the event is inserted
@@ -75,12 +83,19 @@ _taken = (
 _APPEND_ONE = (
     sa.insert(ApiEventRow)
     .from_select(
-        [ApiEventRow.seq, ApiEventRow.session_id, ApiEventRow.recorded_at_ms, ApiEventRow.body],
+        [
+            ApiEventRow.seq,
+            ApiEventRow.session_id,
+            ApiEventRow.recorded_at_ms,
+            ApiEventRow.body,
+            ApiEventRow.body_canonical,
+        ],
         sa.select(
             _taken.c.last_seq,
             sa.bindparam("session_id", type_=sa.Text),
             sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
             sa.cast(sa.bindparam("body", type_=sa.Text), sa.JSON),
+            sa.bindparam("body_canonical", type_=sa.Boolean),
         ),
     )
     .add_cte(_taken, nest_here=True)
@@ -91,8 +106,6 @@ _IN_RANGE = (
 )
 _PRESENT_AFTER = sa.select(ApiEventRow.seq).where(*_IN_RANGE)
 _COUNT_BETWEEN = sa.select(sa.func.count()).select_from(ApiEventRow).where(*_IN_RANGE)
-StoredRow = tuple[int, str, int, str]
-"""An event as stored: `(seq, session_id, recorded_at_ms, body text)`."""
 _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
 _PRUNED_THROUGH = sa.select(EventSequenceRow.pruned_through).where(
     EventSequenceRow.name == API_EVENTS
@@ -151,7 +164,11 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Com
     # workspace filter must let both backends walk the log in seq order and stop when the page is
     # full, rather than read every event of the workspace's sessions and sort them on each page.
     query = sa.select(
-        ApiEventRow.seq, ApiEventRow.session_id, ApiEventRow.recorded_at_ms, ApiEventRow.body
+        ApiEventRow.seq,
+        ApiEventRow.session_id,
+        ApiEventRow.recorded_at_ms,
+        ApiEventRow.body,
+        ApiEventRow.body_canonical,
     ).where(ApiEventRow.seq > sa.bindparam("after_seq"))
     if by_session:
         query = query.where(ApiEventRow.session_id == sa.bindparam("session_id"))
@@ -172,7 +189,7 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Com
     # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
     # Its third column is the floor of the pruned log (`pruned_through`), from the same snapshot.
     frontier = sa.select(
-        EventSequenceRow.last_seq, sa.null(), EventSequenceRow.pruned_through, sa.null()
+        EventSequenceRow.last_seq, sa.null(), EventSequenceRow.pruned_through, sa.null(), sa.null()
     ).where(EventSequenceRow.name == API_EVENTS)
     return sa.union_all(sa.select(page), frontier)
 
@@ -220,9 +237,9 @@ class EventRepository:
         or `Infinity`) of at most the store's `max_body_bytes` and decode as an API event body.
         `InvalidRecord` otherwise, like a bad id or time; nothing is queued."""
         self.check_open("append an event")
-        self._check(session_id, recorded_at_ms, body)
+        canonical = self._check(session_id, recorded_at_ms, body)
         self._require_session(session_id)
-        self._queue(session_id, recorded_at_ms, body)
+        self._queue(session_id, recorded_at_ms, body, canonical)
 
     def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
         """`append` for a body the services encoded from a validated model (`encode_json`):
@@ -233,13 +250,23 @@ class EventRepository:
             self.append(session_id, recorded_at_ms, body)
             return
         require_int(recorded_at_ms, "recorded_at_ms")
-        self._queue(session_id, recorded_at_ms, body)
+        self._queue(session_id, recorded_at_ms, body, True)
 
-    def _check(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+    def _check(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
+        """Check what `append` was given; whether the body is in its canonical form (see
+        `ApiEventRow.body_canonical`): a body the services encoded is; a hand-written one is
+        stored as given, and is only when it is exactly what its decoded body encodes to."""
         require_id(session_id, "session_id")
         require_int(recorded_at_ms, "recorded_at_ms")
-        if not isinstance(body, EncodedJson):
-            check_json_body(body, validate_stored_body, "an API event body", self._max_body_bytes)
+        if isinstance(body, EncodedJson):
+            return True
+        decoded: list[ApiEventData] = []
+
+        def validate(text: str) -> None:
+            decoded.append(validate_stored_body(text))
+
+        check_json_body(body, validate, "an API event body", self._max_body_bytes)
+        return decoded[0].model_dump_json() == body
 
     def _require_session(self, session_id: str) -> None:
         """`SessionNotFound` now, rather than a foreign-key failure when the events are inserted
@@ -260,10 +287,15 @@ class EventRepository:
         self._sessions_seen.add(session_id)
         return True
 
-    def _queue(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+    def _queue(self, session_id: str, recorded_at_ms: int, body: str, canonical: bool) -> None:
         self.check_open("append an event")
         self._pending.append(
-            {"session_id": session_id, "recorded_at_ms": recorded_at_ms, "body": body}
+            {
+                "session_id": session_id,
+                "recorded_at_ms": recorded_at_ms,
+                "body": body,
+                "body_canonical": canonical,
+            }
         )
 
     def flush(self) -> None:
@@ -292,10 +324,10 @@ class EventRepository:
         is key-share-locked until commit, so it cannot be deleted before the insert. `body` is
         checked as `append_encoded` checks it."""
         self.check_open("append an event")
-        self._check(session_id, recorded_at_ms, body)
+        canonical = self._check(session_id, recorded_at_ms, body)
         if not self._session_exists(session_id):
             return False
-        self._queue(session_id, recorded_at_ms, body)
+        self._queue(session_id, recorded_at_ms, body, canonical)
         return True
 
     def pending_count(self) -> int:
@@ -354,6 +386,13 @@ class EventRepository:
         """The frontier, the floor of the pruned log (`pruned_through`) and the events after
         `after_seq` matching the filter, ascending, at most `limit`, read by one statement (so
         from one snapshot, also outside a transaction)."""
+        latest, pruned, rows = self.page_rows(event_filter, after_seq, limit)
+        return latest, pruned, decode_events(rows)
+
+    def page_rows(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
+        """`page`, with the events as stored rows, undecoded (for `event_texts`)."""
         query = _PAGE_QUERIES[
             (
                 self._connection.dialect.name == "sqlite",
@@ -366,13 +405,11 @@ class EventRepository:
             params["session_id"] = event_filter.session_id
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
-        latest, pruned, rows = split_floor(driver.run(self._connection, query, params).fetchall())
-        return latest, pruned, stored_events(rows)
+        return split_floor(driver.run(self._connection, query, params).fetchall())
 
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
-        """The frontier, the floor of the pruned log and the rows `(seq, session_id,
-        recorded_at_ms, body text)` of the events after `after_seq`, ascending, at most
-        `limit`, by one statement."""
+        """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
+        events after `after_seq`, ascending, at most `limit`, by one statement."""
         query = _PAGE_QUERIES[(self._connection.dialect.name == "sqlite", False, False)]
         params = {"after_seq": after_seq, "limit": limit}
         return split_floor(driver.run(self._connection, query, params).fetchall())

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal
 
-from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage, stored_events
+from ..api_events import (
+    ApiEvent,
+    ApiEventFilter,
+    ApiEventPage,
+    StoredRow,
+    decode_events,
+    event_texts,
+    page_json,
+)
 from ..arguments import Given, Int64, Passed, validate_arguments
 from ..errors import CursorAhead, CursorExpired, InvalidRecord, StoreClosed
 from ..unit_of_work import ReadContext, Transactions, WriteContext
@@ -141,7 +149,8 @@ class Follower(Iterator[ApiEventPage]):
         if served is None:
             return "database"
         latest, pruned, rows = served
-        page = self._checked(cursor, page_after(cursor, latest, stored_events(rows)), pruned)
+        events = [row[3] for row in rows]
+        page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
         return self._took(page, generation, events_only)
 
     def _took(self, page: ApiEventPage, generation: int, events_only: bool) -> ApiEventPage | None:
@@ -173,10 +182,11 @@ class Follower(Iterator[ApiEventPage]):
         self._verified = True  # the window was checked, or the database read
         if served is None:
             # `load` raises `CursorExpired` for a cursor below the floor of its snapshot.
-            page, pruned = self._events.load(self._filter, cursor, self._limit), 0
+            page = self._events.load(self._filter, cursor, self._limit)
+            pruned = page.pruned_through
         else:
             latest, pruned, rows = served
-            page = page_after(cursor, latest, stored_events(rows))
+            page = page_after(cursor, latest, [row[3] for row in rows], pruned)
         return self._checked(cursor, page, pruned)
 
     def _checked(self, cursor: int, page: ApiEventPage, pruned_through: int) -> ApiEventPage:
@@ -247,23 +257,52 @@ class EventService:
         to 1..1000). `after_seq=None` starts at the frontier. `next_after_seq` is the last
         returned seq, else `max(latest_seq, after_seq)`: it never moves back and an empty filtered
         page still advances it. The page and `latest_seq` come from one snapshot."""
-        event_filter = ApiEventFilter() if filter is None else filter
+        cursor, latest, pruned, rows = self._rows(filter, after_seq, limit, uow)
+        return page_after(cursor, latest, decode_events(rows), pruned)
+
+    @validate_arguments()
+    def load_json(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        after_seq: Int64 | None = None,
+        limit: int = 100,
+        *,
+        uow: Passed[WriteContext | None] = None,
+    ) -> bytes:
+        """The page `load` gives for these arguments, as its JSON (UTF-8): exactly
+        `page.model_dump_json().encode()`, with the same rules and errors, built from the stored
+        text (a body stored in its canonical form is put in as it is, without decoding)."""
+        cursor, latest, pruned, rows = self._rows(filter, after_seq, limit, uow)
+        after = rows[-1][0] if rows else max(latest, cursor)
+        return page_json(event_texts(rows), after, latest, pruned)
+
+    def _rows(
+        self,
+        event_filter: ApiEventFilter | None,
+        after_seq: int | None,
+        limit: int,
+        uow: WriteContext | None,
+    ) -> tuple[int, int, int, list[StoredRow]]:
+        """What a page of `load` is made of: its cursor (the frontier for `None`), the frontier,
+        the floor of the pruned log and the stored rows, from one snapshot."""
+        event_filter = ApiEventFilter() if event_filter is None else event_filter
         cursor = after_seq
         while True:
             with self._transactions.reading_one_statement("load events", uow) as read:
                 if cursor is None:  # the tail: nothing is after the frontier in this snapshot
-                    latest = read.events.latest_seq()
-                    return ApiEventPage(events=[], next_after_seq=latest, latest_seq=latest)
-                latest, pruned, events = read.events.page(event_filter, cursor, page_size(limit))
+                    version = read.events.version()
+                    latest = version.latest_seq
+                    return latest, latest, version.pruned_through, []
+                latest, pruned, rows = read.events.page_rows(event_filter, cursor, page_size(limit))
             assert after_seq is not None
             check_not_expired(after_seq, pruned)
-            if after_seq == 0 and events and events[0].seq <= pruned:
+            if after_seq == 0 and rows and rows[0][0] <= pruned:
                 # From the oldest retained event: the rows of a prune under way (or one that
                 # was interrupted) are not retained. Read again from the floor, once more if
                 # another prune raised it meanwhile.
                 cursor = pruned
                 continue
-            return page_after(after_seq, latest, events)
+            return after_seq, latest, pruned, rows
 
     @validate_arguments()
     def latest_seq(self, *, uow: Passed[WriteContext | None] = None) -> int:
@@ -366,6 +405,20 @@ class EventService:
         return follower.last_read  # empty; its cursor follows `load`'s rules
 
     @validate_arguments()
+    def wait_json(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        after_seq: Int64 | None = None,
+        limit: int = 100,
+        *,
+        timeout: object,
+    ) -> bytes:
+        """`wait`, as the page's JSON (UTF-8): exactly `page.model_dump_json().encode()` of the
+        page `wait` returns, with the same rules and errors."""
+        page = self.wait(filter, after_seq, limit, timeout=timeout)
+        return page.model_dump_json().encode()
+
+    @validate_arguments()
     def follow(
         self,
         filter: Given[ApiEventFilter] | None = None,
@@ -438,12 +491,16 @@ def page_size(limit: int) -> int:
     return max(1, min(limit, MAX_PAGE))
 
 
-def page_after(cursor: int, latest: int, events: list[ApiEvent]) -> ApiEventPage:
+def page_after(
+    cursor: int, latest: int, events: list[ApiEvent], pruned_through: int = 0
+) -> ApiEventPage:
     """The page of `events` read after `cursor` with the frontier `latest`: `next_after_seq`
     is the last event's seq, else `max(latest, cursor)`, so it never moves back and an empty
     filtered page still advances it."""
     after = events[-1].seq if events else max(latest, cursor)
-    return ApiEventPage(events=events, next_after_seq=after, latest_seq=latest)
+    return ApiEventPage(
+        events=events, next_after_seq=after, latest_seq=latest, pruned_through=pruned_through
+    )
 
 
 def _timeout(value: object) -> float:

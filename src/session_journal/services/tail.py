@@ -1,7 +1,8 @@
 """The shared tail: one in-memory window of the most recent committed events per store, from
 which followers at or near the frontier are served without a query of their own.
 
-The window holds the stored rows of the events with `lo < seq <= covered`, every one of them,
+The window holds the events with `lo < seq <= covered`, every one of them, each decoded once
+(for the store: pages share the frozen `ApiEvent`s) with its JSON (`event_texts`),
 and the frontier `hi` (`covered == hi` unless more than a window committed at once), all read in
 one snapshot together with which of those events were deleted since. It answers a page for that
 range exactly as `load` would have at that snapshot: the events of a session deleted since are
@@ -27,11 +28,12 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Literal
 
-from ..api_events import ApiEventFilter
+from ..api_events import ApiEvent, ApiEventFilter, StoredRow, decode_events, event_texts
 from ..repositories import LogVersion
 from ..unit_of_work import Transactions
 
-Row = tuple[int, str, int, str]
+Row = tuple[int, str, str, ApiEvent]
+"""An event of the window: `(seq, session_id, its JSON text, the decoded event)`."""
 _NEVER_READ = LogVersion(0, 0, 0)
 _seq = itemgetter(0)
 
@@ -141,15 +143,16 @@ class SharedTail:
                     version=version,
                 )
             else:
-                hi, pruned, new = uow.events.rows_after(old.covered, self._max_events)
-                covered = new[-1][0] if len(new) == self._max_events else hi
+                hi, pruned, read_rows = uow.events.rows_after(old.covered, self._max_events)
+                covered = read_rows[-1][0] if len(read_rows) == self._max_events else hi
+                new = _decoded(read_rows)
                 rows = old.rows + new
-                size = old.size + sum(len(row[3]) for row in new)
+                size = old.size + sum(len(row[2]) for row in new)
                 drop = 0
                 while drop < len(rows) and (
                     len(rows) - drop > self._max_events or size > self._max_bytes
                 ):
-                    size -= len(rows[drop][3])
+                    size -= len(rows[drop][2])
                     drop += 1
                 lo = rows[drop - 1][0] if drop else old.lo
                 rows = rows[drop:]
@@ -182,6 +185,14 @@ class SharedTail:
         self.refreshes += 1
 
 
+def _decoded(stored: list[StoredRow]) -> list[Row]:
+    """The window's rows of stored rows: each event's JSON and the event, decoded once."""
+    texts = event_texts(stored)
+    events = decode_events(stored, texts)
+    together = zip(stored, texts, events, strict=True)
+    return [(row[0], row[1], text, event) for row, text, event in together]
+
+
 @dataclass(frozen=True)
 class _Window:
     """One published state of the window: the rows of the events with `lo < seq <= covered`,
@@ -196,7 +207,7 @@ class _Window:
     hi: int
     pruned: int = 0  # the floor of the pruned log, from the same snapshot
     rows: list[Row] = field(default_factory=list)  # in seq order
-    size: int = 0  # body bytes
+    size: int = 0  # characters of the events' JSON
     missing: frozenset[int] = frozenset()  # the seqs of those events deleted since
     version: LogVersion = _NEVER_READ  # the log's version, read first in that snapshot
 

@@ -1,0 +1,175 @@
+"""JSON pages: `load_json` and `wait_json` give exactly `page.model_dump_json().encode()` of the
+page `load` and `wait` give, byte for byte, for every event type, hand-written bodies in and
+out of their canonical form, legacy and undecodable bodies, filters, cursors at and past the
+frontier, an empty log and a pruned prefix; bodies stored in their canonical form are marked
+(`body_canonical`) and spliced without decoding; the followers' window decodes each event once
+and its pages share the frozen events. On both backends and through both APIs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from pydantic import ValidationError
+
+from session_journal import (
+    ApiEventFilter,
+    CursorExpired,
+    InputRequired,
+    LegacyNotice,
+    SessionRecord,
+    Store,
+)
+from session_journal import api_events as api_events_module
+from session_journal.backfill import mark_canonical_bodies
+from session_journal.demo import run_demo
+from tests.factories import SessionFactory
+from tests.helpers import append_raw, store_raw_body
+
+pytestmark = pytest.mark.both_apis
+
+LEGACY = [
+    '{"type":"error","data":{"command_id":"c-1","message":"old shape"}}',  # before 0004
+    '{"type":"no_such_tag","data":{"x":1}}',  # an unknown tag
+    '{"type":"session_fault","data":{"reason":"startup_failed"}}',  # a field missing
+    "[1, 2, 3]",  # JSON, not a body
+]
+
+
+def same_page(store: Store, event_filter: ApiEventFilter | None, after_seq: int | None) -> bytes:
+    """`load_json`, checked against the typed page's own JSON; the bytes."""
+    for limit in (1, 3, 100):
+        page = store.events.load(event_filter, after_seq, limit)
+        text = store.events.load_json(event_filter, after_seq, limit)
+        assert text == page.model_dump_json().encode(), (event_filter, after_seq, limit)
+    return text
+
+
+def canonical_marks(store: Store) -> dict[int, bool]:
+    engine = sa.create_engine(store.url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(sa.text("SELECT seq, body_canonical FROM api_events"))
+            return {int(seq): bool(mark) for seq, mark in rows}
+    finally:
+        engine.dispose()
+
+
+def a_log_of_everything(store: Store) -> dict[str, list[int]]:
+    """The demo's events (seven types, written by the services), hand-written bodies in their
+    canonical form and not, legacy and undecodable bodies stored as older code would: which
+    seqs are of which kind."""
+    run_demo(store, lambda _: None)
+    kinds: dict[str, list[int]] = {"services": list(range(1, store.events.latest_seq() + 1))}
+    store.sessions.save(SessionFactory(id="s-hand", workspace_id="w-hand"))
+    question = InputRequired(request=None, turn_id=3).model_dump_json()
+    append_raw(store, "s-hand", question)
+    spaced = json.dumps(json.loads(question), indent=1, ensure_ascii=True) + " "
+    append_raw(store, "s-hand", spaced)
+    kinds["hand_canonical"], kinds["hand_other"] = [kinds["services"][-1] + 1], []
+    kinds["hand_other"] = [kinds["hand_canonical"][0] + 1]
+    kinds["legacy"] = [store_raw_body(store, "s-hand", body) for body in LEGACY]
+    return kinds
+
+
+def test_json_pages_are_the_typed_pages_json_byte_for_byte(store: Store) -> None:
+    same_page(store, None, 0)  # an empty log
+    same_page(store, None, None)
+    kinds = a_log_of_everything(store)
+    latest = store.events.latest_seq()
+    for after_seq in (0, 1, 5, latest - 1, latest, latest + 3, None):
+        for event_filter in (
+            None,
+            ApiEventFilter(session_id="demo-alpha"),
+            ApiEventFilter(session_id="s-hand"),
+            ApiEventFilter(workspace_id="w-hand"),
+            ApiEventFilter(session_id="demo-beta", workspace_id="w-hand"),
+            ApiEventFilter(session_id="nobody"),
+        ):
+            same_page(store, event_filter, after_seq)
+    page = store.events.load(after_seq=0, limit=1000)
+    types = {event.event.type for event in page.events}
+    assert types == {
+        "activity_changed",
+        "session_fault",
+        "turn_started",
+        "input_required",
+        "input_resolved",
+        "turn_ended",
+        "command_ended",
+        "legacy_notice",
+    }
+    marks = canonical_marks(store)
+    assert all(marks[seq] for seq in kinds["services"] + kinds["hand_canonical"])
+    assert not any(marks[seq] for seq in kinds["hand_other"] + kinds["legacy"])
+    [other] = [event for event in page.events if event.seq == kinds["hand_other"][0]]
+    assert other.event == InputRequired(request=None, turn_id=3)  # decoded, stored as given
+    legacy = [event.event for event in page.events if event.seq in kinds["legacy"]]
+    assert all(isinstance(body, LegacyNotice) for body in legacy)
+
+
+def test_a_pruned_prefix_and_an_expired_cursor(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    for n in range(6):
+        store.faults.record_startup_fault("s", f"fault {n}")
+    store.events.prune(through_seq=3)
+    text = same_page(store, None, 0)
+    assert json.loads(text)["pruned_through"] == 3
+    assert [event["seq"] for event in json.loads(text)["events"]] == [4, 5, 6]
+    same_page(store, None, 3)
+    with pytest.raises(CursorExpired):
+        store.events.load_json(after_seq=2)
+
+
+def test_wait_json_is_the_json_of_waits_page(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    store.faults.record_startup_fault("s", "one")
+    for after_seq in (0, 1):
+        page = store.events.wait(after_seq=after_seq, timeout=0.1)
+        assert store.events.wait_json(after_seq=after_seq, timeout=0.1) == (
+            page.model_dump_json().encode()
+        )
+    assert json.loads(store.events.wait_json(after_seq=1, timeout=0.1))["events"] == []
+
+
+def test_the_backfill_marks_the_canonical_bodies_older_code_stored(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    canonical = InputRequired(request=None, turn_id=1).model_dump_json()
+    seqs = [store_raw_body(store, "s", body) for body in [canonical, canonical + " ", *LEGACY]]
+    assert not any(canonical_marks(store).values())
+    engine = sa.create_engine(store.url)
+    try:
+        assert mark_canonical_bodies(engine) == 1
+        assert mark_canonical_bodies(engine) == 0  # again: nothing more
+    finally:
+        engine.dispose()
+    assert canonical_marks(store) == {seq: seq == seqs[0] for seq in seqs}
+    same_page(store, None, 0)
+
+
+@pytest.mark.sync_api
+def test_the_window_decodes_each_event_once_and_its_pages_share_frozen_events(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.sessions.save(SessionRecord(id="s", project_id="p"))
+    decoded: list[int] = []
+    decode_events: Callable[..., Any] = api_events_module.decode_events
+
+    def counting(rows: list[Any], texts: Any = None) -> Any:
+        decoded.extend(row[0] for row in rows)
+        return decode_events(rows, texts)
+
+    monkeypatch.setattr("session_journal.services.tail.decode_events", counting)
+    with store.events.follow(after_seq=0) as one, store.events.follow(after_seq=0) as two:
+        assert (one.next_page(timeout=0), two.next_page(timeout=0)) == (None, None)  # at the tail
+        store.faults.record_startup_fault("s", "shared")
+        first, second = one.next_page(timeout=5), two.next_page(timeout=5)
+    assert first is not None and second is not None
+    assert [event.seq for event in first.events] == [1]
+    assert first.events[0] is second.events[0]  # one object, decoded once for the store
+    assert decoded == [1]
+    with pytest.raises(ValidationError, match="frozen"):
+        first.events[0].seq = 2
