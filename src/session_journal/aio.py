@@ -400,6 +400,7 @@ class AsyncEventService(_Service[EventService]):
 
     load = _awaitable(EventService.load)
     load_json = _awaitable(EventService.load_json)
+    load_json_events = _awaitable(EventService.load_json_events)
     latest_seq = _awaitable(EventService.latest_seq)
     pruned_through = _awaitable(EventService.pruned_through)
     plan_prune = _awaitable(EventService.plan_prune)

@@ -463,16 +463,16 @@ def _events(url: str, args: argparse.Namespace) -> int:
             return 0
         cursor = 0 if args.after is None else args.after
         while remaining is None or remaining > 0:
-            page = store.events.load(
+            # The JSON path: each event's JSON from the stored text, nothing decoded for a
+            # canonical body (the same bytes as `model_dump_json()` of the typed event).
+            texts, cursor, _, _ = store.events.load_json_events(
                 event_filter, after_seq=cursor, limit=min(remaining or MAX_PAGE, MAX_PAGE)
             )
-            if not page.events:
+            if not texts:
                 break
-            for event in page.events:
-                print(event.model_dump_json())
-            cursor = page.next_after_seq
+            print("\n".join(texts))
             if remaining is not None:
-                remaining -= len(page.events)
+                remaining -= len(texts)
     return 0
 
 

@@ -45,6 +45,9 @@ def same_page(store: Store, event_filter: ApiEventFilter | None, after_seq: int 
         page = store.events.load(event_filter, after_seq, limit)
         text = store.events.load_json(event_filter, after_seq, limit)
         assert text == page.model_dump_json().encode(), (event_filter, after_seq, limit)
+        parts = store.events.load_json_events(event_filter, after_seq, limit)
+        assert parts.events == [event.model_dump_json() for event in page.events]
+        assert parts[1:] == (page.next_after_seq, page.latest_seq, page.pruned_through)
     return text
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..api_events import (
     ApiEvent,
@@ -33,6 +33,16 @@ process and others take turns between batches)."""
 PRUNE_SHARE = 0.25
 """The share of the write path's time a running `prune` takes at most: after each batch it
 pauses for three times as long as the batch took, so that appenders keep the rest."""
+
+
+class JsonEvents(NamedTuple):
+    """A page of `load_json_events`: each event's JSON, and the page's cursor, frontier and
+    floor of the pruned log, as in `ApiEventPage`."""
+
+    events: list[str]
+    next_after_seq: int
+    latest_seq: int
+    pruned_through: int
 
 
 @dataclass(frozen=True)
@@ -272,9 +282,34 @@ class EventService:
         """The page `load` gives for these arguments, as its JSON (UTF-8): exactly
         `page.model_dump_json().encode()`, with the same rules and errors, built from the stored
         text (a body stored in its canonical form is put in as it is, without decoding)."""
-        cursor, latest, pruned, rows = self._rows(filter, after_seq, limit, uow)
+        page = self._json_page(filter, after_seq, limit, uow)
+        return page_json(page.events, page.next_after_seq, page.latest_seq, page.pruned_through)
+
+    @validate_arguments()
+    def load_json_events(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        after_seq: Int64 | None = None,
+        limit: int = 100,
+        *,
+        uow: Passed[WriteContext | None] = None,
+    ) -> JsonEvents:
+        """`load_json`'s page in parts (`JsonEvents`): each event's JSON as a `str` (exactly
+        `event.model_dump_json()` of the typed event, the elements of `load_json`'s `events`),
+        with the page's cursor, frontier and floor; for a server that sends events one by one
+        (a Server-Sent Event each) or a command line that prints one per line."""
+        return self._json_page(filter, after_seq, limit, uow)
+
+    def _json_page(
+        self,
+        event_filter: ApiEventFilter | None,
+        after_seq: int | None,
+        limit: int,
+        uow: WriteContext | None,
+    ) -> JsonEvents:
+        cursor, latest, pruned, rows = self._rows(event_filter, after_seq, limit, uow)
         after = rows[-1][0] if rows else max(latest, cursor)
-        return page_json(event_texts(rows), after, latest, pruned)
+        return JsonEvents(event_texts(rows), after, latest, pruned)
 
     def _rows(
         self,
