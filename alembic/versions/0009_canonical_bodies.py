@@ -10,7 +10,11 @@ false and are decoded when read, so a page is the same either way, only slower.
 The rows already stored are marked by the package after the migration (`migrations.upgrade`,
 `session-journal db upgrade`, `Store.open(upgrade=True)`: it needs the package's body models,
 which a revision must not import); `alembic upgrade` alone leaves them unmarked, which is
-correct and slower.
+correct and slower. What is left to mark is recorded here, in an `event_sequences` row named
+`api_events_to_mark` (`last_seq`: the frontier when this revision ran, the last seq to check;
+`pruned_through`: the seq checked through so far), which the package's backfill moves with
+each batch and deletes when it is done, so an upgrade interrupted during the backfill finishes
+it the next time.
 
 Level 9; the minimum compatible level is left as it is: older code ignores the column and its
 inserts take the default, false. Downgrade drops the column; it loses nothing (the mark is
@@ -46,11 +50,29 @@ def set_schema_level(schema_level: int) -> None:
 
 # Plain ALTER TABLE on both backends, never SQLite's batch "move and copy", which would drop
 # `api_events` with the trigger of 0008 on it.
+TO_MARK = "api_events_to_mark"
+
+
+def sequences() -> sa.TableClause:
+    """`event_sequences` as this revision knows it (frozen)."""
+    return sa.table(
+        "event_sequences",
+        sa.column("name", sa.Text),
+        sa.column("last_seq", sa.BigInteger),
+        sa.column("pruned_through", sa.BigInteger),
+    )
+
+
 def upgrade() -> None:
     op.add_column(
         "api_events",
         sa.Column("body_canonical", sa.Boolean(), nullable=False, server_default=sa.false()),
     )
+    table = sequences()
+    frontier = sa.select(sa.literal(TO_MARK), table.c.last_seq, sa.literal(0)).where(
+        table.c.name == "api_events"
+    )
+    op.execute(table.insert().from_select(["name", "last_seq", "pruned_through"], frontier))
     set_schema_level(9)
 
 
@@ -60,5 +82,7 @@ def downgrade_loss(connection: sa.Connection) -> str | None:
 
 
 def downgrade() -> None:
+    table = sequences()
+    op.execute(table.delete().where(table.c.name == TO_MARK))
     op.drop_column("api_events", "body_canonical")  # SQLite 3.35 and later drop it in place
     set_schema_level(8)

@@ -326,30 +326,19 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
             "upgrade session-journal instead"
         )
     _run(command.upgrade, alembic_config(url), url, revision, _where(current))
-    if _below(current, CANONICAL_BODIES) and not _below(_revision_of(url), CANONICAL_BODIES):
-        engine = create_engine(url, options or StoreOptions.from_env(), role="migrator")
-        try:
+    _finish_backfill(url, options)
+
+
+def _finish_backfill(url: str, options: StoreOptions | None) -> None:
+    """Mark the bodies 0009 left to mark, if any (`backfill`: a revision may not import the
+    package's body models); once done, one read of `event_sequences`."""
+    engine = create_engine(url, options or StoreOptions.from_env(), role="migrator")
+    try:
+        with translate_errors("mark the canonical bodies"), engine.connect() as connection:
+            columns = {c["name"] for c in sa.inspect(connection).get_columns("api_events")}
+        if "body_canonical" in columns:  # at 0009 or above
             with translate_errors("mark the canonical bodies"):
                 backfill.mark_canonical_bodies(engine)
-        finally:
-            engine.dispose()
-
-
-CANONICAL_BODIES = "0009_canonical_bodies"
-"""The revision that adds `api_events.body_canonical`, whose rows the package marks once an
-upgrade crossed it (`backfill`): a revision may not import the package's body models."""
-
-
-def _below(current: str | None, revision: str) -> bool:
-    """Whether the database at `current` (`None`: no schema) is below `revision`."""
-    order = [info.revision for info in revisions()]
-    return current is None or order.index(current) < order.index(revision)
-
-
-def _revision_of(url: str) -> str | None:
-    engine = create_engine(url, StoreOptions.from_env(), role="inspector")
-    try:
-        return status(engine).revision
     finally:
         engine.dispose()
 

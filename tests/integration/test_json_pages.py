@@ -24,7 +24,7 @@ from session_journal import (
     Store,
 )
 from session_journal import api_events as api_events_module
-from session_journal.backfill import mark_canonical_bodies
+from session_journal.backfill import TO_MARK, mark_canonical_bodies
 from session_journal.demo import run_demo
 from tests.factories import SessionFactory
 from tests.helpers import append_raw, store_raw_body
@@ -145,8 +145,22 @@ def test_the_backfill_marks_the_canonical_bodies_older_code_stored(store: Store)
     assert not any(canonical_marks(store).values())
     engine = sa.create_engine(store.url)
     try:
+        with engine.begin() as connection:  # what 0009 leaves to mark: up to the frontier
+            connection.execute(
+                sa.text(
+                    "INSERT INTO event_sequences (name, last_seq, pruned_through) "
+                    "VALUES (:name, :through, :checked)"
+                ),
+                {"name": TO_MARK, "through": seqs[-1], "checked": seqs[0] - 1},
+            )
         assert mark_canonical_bodies(engine) == 1
-        assert mark_canonical_bodies(engine) == 0  # again: nothing more
+        assert mark_canonical_bodies(engine) == 0  # done: its row is gone
+        with engine.connect() as connection:
+            left = connection.execute(
+                sa.text("SELECT count(*) FROM event_sequences WHERE name = :name"),
+                {"name": TO_MARK},
+            )
+            assert left.scalar_one() == 0
     finally:
         engine.dispose()
     assert canonical_marks(store) == {seq: seq == seqs[0] for seq in seqs}

@@ -23,6 +23,7 @@ This proves, on SQLite and PostgreSQL, after every kill:
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import time
@@ -36,6 +37,7 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from session_journal import Store, migrations
+from session_journal.backfill import TO_MARK
 from tests.helpers import all_events
 from tests.reliability import children
 from tests.reliability.harness import (
@@ -178,6 +180,21 @@ def snapshot(url: str) -> dict[str, Any]:
         engine.dispose()
 
 
+def without_marks(found: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot without what the package's backfill after 0009 changes outside any
+    revision's transaction (the marks of canonical bodies, and its row of what is left to
+    mark): a kill during the backfill leaves it part done, and the next upgrade finishes it."""
+    found = copy.deepcopy(found)
+    events = found.get("api_events", {})
+    names = [column[0] for column in events.get("columns", [])]
+    if "body_canonical" in names:
+        at = names.index("body_canonical")
+        events["rows"] = [row[:at] + row[at + 1 :] for row in events["rows"]]
+    sequences = found.get("event_sequences", {})
+    sequences["rows"] = [row for row in sequences.get("rows", []) if row[0] != TO_MARK]
+    return found
+
+
 def revision_of(found: dict[str, Any]) -> str | None:
     rows = found.get("session_journal_version", {}).get("rows", [])
     return rows[0][0] if rows else None
@@ -246,7 +263,9 @@ def test_an_upgrade_killed_at_any_moment_leaves_a_consistent_database_at_one_rev
             found = snapshot(url)
             revision = revision_of(found)
             assert revision in chain
-            assert found == reference[revision], f"killed after {after}, at {revision}"
+            assert without_marks(found) == without_marks(reference[revision]), (
+                f"killed after {after}, at {revision}"
+            )
             assert_sound(backend, url)
             killed_at.append(revision)
 
