@@ -41,7 +41,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 from .api_events import ApiEventFilter, ApiEventPage
 from .arguments import Given, Int64, validate_arguments
 from .config import StoreOptions
-from .errors import InvalidRecord, StoreClosed
+from .errors import InvalidRecord, SessionJournalError, StoreClosed
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
 from .services.events import EventService, Follower, _timeout, page_size
@@ -225,6 +225,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         self._follower = Follower(events, event_filter, after_seq or 0, limit)
         self._after_seq = after_seq
         self._started = started  # whether the cursor is checked (or, for None, read)
+        self._start_lock = asyncio.Lock()
         session_id = None if event_filter is None else event_filter.session_id
         self._workers = workers
         self._signal: CommitSignal = self._follower._signal
@@ -245,14 +246,17 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
     async def _start(self) -> None:
         """Check the cursor (or read the frontier) once, on a worker; a refused cursor closes
         the follower. A closed follower does not start: it has nothing more to give."""
-        if self._started or self.closed:
-            return
-        try:
-            cursor = await self._workers.run(self._follower._events._start_cursor, self._after_seq)
-        except BaseException:
-            self.close()
-            raise
-        self._follower.cursor, self._started = cursor, True
+        async with self._start_lock:  # one start: a second caller waits for the first
+            if self._started or self.closed:
+                return
+            start = self._follower._events._start_cursor
+            try:
+                cursor = await self._workers.run(start, self._after_seq)
+            except SessionJournalError:  # refused (or the store closed): it gives no more
+                self.close()
+                raise
+            # Cancelled or timed out: not started, and may start again.
+            self._follower.cursor, self._started = cursor, True
 
     def __await__(self) -> Generator[Any, None, AsyncFollower]:
         return self.__aenter__().__await__()

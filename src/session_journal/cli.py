@@ -385,18 +385,31 @@ def _remove_ended(url: str, args: argparse.Namespace) -> int:
         pages: Iterator[list[str]]
         if args.ended_before is None:
             ids = sorted(set(args.ids))
-            pages = (ids[at : at + MAX_REMOVED] for at in range(0, len(ids), MAX_REMOVED))
+            if not args.dry_run:  # all or none of the IDs, unless one changes meanwhile
+                for page in _id_pages(ids):
+                    _would_remove(store, page)
+            pages = _id_pages(ids)
         else:
             # As `db prune --older-than`: an age beyond the epoch is the epoch (nothing older).
             cutoff = datetime.fromtimestamp(max(0, now_ms() - args.ended_before) / 1000, UTC)
             pages = _ended_pages(store, cutoff)
-        for page in pages:
-            if args.dry_run:
-                count += _would_remove(store, page)
-            else:
-                count += len(store.sessions.remove_ended(page, sessions_dir=args.sessions_dir))
+        try:
+            for page in pages:
+                if args.dry_run:
+                    count += _would_remove(store, page)
+                else:
+                    count += len(store.sessions.remove_ended(page, sessions_dir=args.sessions_dir))
+        except SessionJournalError:
+            if count and not args.dry_run:  # earlier calls committed: say what they removed
+                print(f"removed {count} session(s) before the call that failed")
+            raise
     print(f"{'would remove' if args.dry_run else 'removed'} {count} session(s)")
     return 0
+
+
+def _id_pages(ids: list[str]) -> Iterator[list[str]]:
+    """The IDs in calls of at most `MAX_REMOVED`."""
+    return (ids[at : at + MAX_REMOVED] for at in range(0, len(ids), MAX_REMOVED))
 
 
 def _ended_pages(store: Store, cutoff: datetime) -> Iterator[list[str]]:

@@ -61,10 +61,17 @@ def parse_url(url: str) -> sa.URL:
         ) from None
     except ValueError as error:  # the port: SQLAlchemy's int() of what follows the host's ':'
         port = str(error).rpartition(": ")[2]  # "invalid literal for int() ...: 'abc'"
+        if "@" in port:  # an unescaped '@' of a password: the "port" holds some of it
+            raise InvalidRecord(
+                "invalid database URL: its host:port is malformed (a password holding '@', "
+                "':' or '/' must be percent-encoded, as %40, %3A, %2F)"
+            ) from None
         raise InvalidRecord(
             f"invalid database URL: the port {port} is not a number (an IPv6 host goes in "
             "[brackets])"
         ) from None
+    if "\x00" in (parsed.database or ""):
+        raise InvalidRecord("invalid database URL: the database name holds a NUL character")
     backend, _, driver = parsed.drivername.partition("+")
     if backend not in SUPPORTED_DRIVERS:
         raise InvalidRecord(f"unsupported database {backend!r}: {_USE}")
@@ -134,6 +141,10 @@ def create_engine(
             pool["connect_args"] = postgresql_connect_args(parsed, options)
         try:
             return sa.create_engine(parsed, isolation_level=isolation, **pool)
+        except (ValueError, TypeError) as error:  # the driver's arguments of the URL's query
+            raise InvalidRecord(
+                f"invalid database URL: a query argument is refused: {error}"
+            ) from None
         except ImportError as error:  # SQLAlchemy imports the driver here
             raise SessionJournalError(
                 f"PostgreSQL needs psycopg, which cannot be imported ({error}): "
@@ -168,7 +179,10 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
     if url.database in (None, "", ":memory:"):
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     pool = _reader_pool(options) if role == "reader" else {}
-    engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s}, **pool)
+    try:
+        engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s}, **pool)
+    except (ValueError, TypeError) as error:  # the driver's arguments of the URL's query
+        raise InvalidRecord(f"invalid database URL: a query argument is refused: {error}") from None
     foreign_keys = "OFF" if role == "migrator" else "ON"
     pragmas = (
         "PRAGMA journal_mode=WAL",
@@ -233,7 +247,14 @@ def translate_errors(action: str) -> Iterator[None]:
         yield
     except SessionJournalError:
         raise
-    except exc.MissingGreenlet as error:  # a bound connection of an asyncio engine
+    except (exc.MissingGreenlet, exc.StatementError) as error:
+        if isinstance(error, exc.StatementError) and not isinstance(
+            error.orig, exc.MissingGreenlet
+        ):
+            if not is_database_error(error):
+                raise
+            raise storage_error(action, error) from error
+        # A bound connection of an asyncio engine, outside AsyncSession.run_sync.
         raise InvalidRecord(
             f"{action}: the connection is of an asyncio engine, which the store can drive "
             "only inside AsyncSession.run_sync: call it there "

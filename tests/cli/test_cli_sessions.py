@@ -145,3 +145,17 @@ def test_version_prints_the_installed_version() -> None:
     )
     expected = f"session-journal {importlib.metadata.version('session-journal')}\n"
     assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
+
+
+def test_ids_over_several_calls_are_all_checked_before_any_is_removed(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ended = [f"e-{n:04}" for n in range(1001)]
+    with Store.open(migrated_url) as store:
+        sessions(store, ended, ("zz-running",))  # sorts last: in the second call
+    code, out, err = run(
+        capsys, "--url", migrated_url, "sessions", "remove-ended", *ended, "zz-running"
+    )
+    assert (code, out) == (1, "")
+    assert "1 session(s) have not ended: 'zz-running' (running)" in err
+    assert len(stored(migrated_url)) == 1002  # nothing removed

@@ -103,3 +103,29 @@ def test_a_url_without_a_driver_or_with_the_default_one_opens(migrated_url: str)
             assert sa.make_url(store.url).set(drivername="postgresql") == sa.make_url(url)
         else:
             assert store.url == url
+
+
+def test_a_password_holding_an_at_sign_never_shows_in_the_refusal() -> None:
+    with pytest.raises(InvalidRecord) as refused:
+        Store.open("postgresql://user:p@ss:w0rdSECRET@127.0.0.1:5432/test")
+    assert "SECRET" not in str(refused.value)
+    assert "must be percent-encoded" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("?timeout=abc", "could not convert string to float: 'abc'"),
+        ("?check_same_thread=maybe", "String is not true/false: 'maybe'"),
+    ],
+)
+def test_driver_arguments_the_driver_refuses_are_invalid_urls(
+    tmp_path: Path, query: str, message: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'journal.db'}{query}"
+    with pytest.raises(InvalidRecord, match="a query argument is refused") as refused:
+        Store.open(url, upgrade=True)  # refused when the engine is made, before a connection
+    assert message in str(refused.value)
+    with pytest.raises(InvalidRecord, match="NUL character"):
+        Store.open(f"sqlite:///{tmp_path / 'jour'}\x00nal.db", upgrade=True)
+    assert not (tmp_path / "journal.db").exists()

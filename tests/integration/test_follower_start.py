@@ -7,6 +7,7 @@ itself is a plain call."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -21,6 +22,7 @@ from session_journal import (
     Store,
 )
 from session_journal.aio import AsyncFollower
+from session_journal.services.events import EventService
 from tests.factories import SessionFactory
 
 pytestmark = pytest.mark.filterwarnings("error")  # no "coroutine ... was never awaited"
@@ -159,3 +161,53 @@ def test_bad_arguments_are_refused_at_the_call(pruned: Store) -> None:
     in_async(pruned, scenario)
     with pytest.raises(InvalidRecord, match="limit"):
         pruned.events.follow(after_seq=1, limit="ten")  # type: ignore[arg-type]
+
+
+def test_a_start_cut_short_by_a_timeout_can_start_again(
+    pruned: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start_cursor = EventService._start_cursor
+
+    def slow(self: EventService, after_seq: int | None) -> int:
+        time.sleep(0.3)
+        return start_cursor(self, after_seq)
+
+    monkeypatch.setattr(EventService, "_start_cursor", slow)
+
+    async def scenario(store: AsyncStore) -> None:
+        follower = store.events.follow(after_seq=2)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await follower
+        assert not follower.closed  # not refused: it starts again
+        async with follower:
+            assert seqs(await follower.__anext__()) == [3, 4]
+
+    in_async(pruned, scenario)
+
+
+def test_two_tasks_starting_one_follower_start_it_once(
+    pruned: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int | None] = []
+    start_cursor = EventService._start_cursor
+
+    def slow(self: EventService, after_seq: int | None) -> int:
+        calls.append(after_seq)
+        time.sleep(0.2)
+        return start_cursor(self, after_seq)
+
+    monkeypatch.setattr(EventService, "_start_cursor", slow)
+
+    async def scenario(store: AsyncStore) -> None:
+        follower = store.events.follow()
+        first = asyncio.ensure_future(follower.__anext__())
+        await asyncio.sleep(0.05)
+        async with follower:  # a second start while the first runs: it waits for it
+            pruned.faults.record_startup_fault("s", "fault 4")  # seq 5
+            page = await asyncio.wait_for(first, 10)
+            assert seqs(page) == [5]
+            assert follower.cursor == 5
+
+    in_async(pruned, scenario)
+    assert calls == [None]
