@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from session_journal import (
-    ApiEvent,
     ApiEventFilter,
     CheckpointMetadata,
     IntegrityViolation,
@@ -28,7 +27,7 @@ from session_journal import (
     SessionState,
     StoreOptions,
 )
-from session_journal.api_events import EVENT_DATA, ApiEventData, StoredRow, decode_events
+from session_journal.api_events import EVENT_DATA, ApiEventData, StoredRow
 from session_journal.records import CheckpointOperation
 from session_journal.relay.state import TranscriptItem
 from session_journal.repositories import LogVersion, StoredLifecycle, StoredProjection
@@ -209,12 +208,6 @@ class FakeEvents:
 
     def delete_pruned(self, through_seq: int, limit: int) -> int:
         raise NotImplementedError("pruning is tested on the databases")
-
-    def page(
-        self, event_filter: ApiEventFilter, after_seq: int, limit: int
-    ) -> tuple[int, int, list[ApiEvent]]:
-        latest, pruned, rows = self.page_rows(event_filter, after_seq, limit)
-        return latest, pruned, decode_events(rows)
 
     def page_rows(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int

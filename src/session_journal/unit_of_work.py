@@ -22,7 +22,7 @@ from typing import NamedTuple, Protocol, TypeVar, cast
 import sqlalchemy as sa
 
 from . import driver
-from .api_events import ApiEvent, ApiEventFilter, StoredRow
+from .api_events import ApiEventFilter, StoredRow
 from .config import StoreOptions
 from .db import translate_errors
 from .errors import SessionJournalError
@@ -123,17 +123,11 @@ class EventReads(Protocol):
         """The log's version: frontier, floor and counter of deletions, by one statement."""
         ...
 
-    def page(
-        self, event_filter: ApiEventFilter, after_seq: int, limit: int
-    ) -> tuple[int, int, list[ApiEvent]]:
-        """The frontier, the floor of the pruned log and the matching events after
-        `after_seq`, ascending, at most `limit`, from one snapshot."""
-        ...
-
     def page_rows(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
     ) -> tuple[int, int, list[StoredRow]]:
-        """`page`, with the events as stored rows, undecoded."""
+        """The frontier, the floor of the pruned log and the stored rows of the matching
+        events after `after_seq`, ascending, at most `limit`, from one snapshot, undecoded."""
         ...
 
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:

@@ -9,11 +9,9 @@ import sqlalchemy as sa
 
 from .. import driver
 from ..api_events import (
-    ApiEvent,
     ApiEventData,
     ApiEventFilter,
     StoredRow,
-    decode_events,
     validate_stored_body,
 )
 from ..config import StoreOptions
@@ -380,19 +378,13 @@ class EventRepository:
             )
         return LogVersion(int(frontier[1]), int(frontier[2]), int(counter[1]))
 
-    def page(
-        self, event_filter: ApiEventFilter, after_seq: int, limit: int
-    ) -> tuple[int, int, list[ApiEvent]]:
-        """The frontier, the floor of the pruned log (`pruned_through`) and the events after
-        `after_seq` matching the filter, ascending, at most `limit`, read by one statement (so
-        from one snapshot, also outside a transaction)."""
-        latest, pruned, rows = self.page_rows(event_filter, after_seq, limit)
-        return latest, pruned, decode_events(rows)
-
     def page_rows(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
     ) -> tuple[int, int, list[StoredRow]]:
-        """`page`, with the events as stored rows, undecoded (for `event_texts`)."""
+        """The frontier, the floor of the pruned log (`pruned_through`) and the stored rows of
+        the events after `after_seq` matching the filter, ascending, at most `limit`, read by
+        one statement (so from one snapshot, also outside a transaction); undecoded: pages
+        decode them (`decode_events`) or write them as JSON (`event_texts`)."""
         query = _PAGE_QUERIES[
             (
                 self._connection.dialect.name == "sqlite",
