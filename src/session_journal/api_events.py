@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     AliasGenerator,
     AliasPath,
@@ -242,13 +243,48 @@ ApiEventData = Annotated[
 """Any API event body, discriminated by its `type` tag."""
 
 
+EVENT_TYPES: tuple[str, ...] = tuple(
+    sorted(
+        body.model_fields["type"].default
+        for body in (
+            TurnStarted,
+            TurnEnded,
+            InputRequired,
+            InputResolved,
+            ActivityChanged,
+            SessionFault,
+            CommandEnded,
+            LegacyNotice,
+        )
+    )
+)
+"""The `type` tags of API event bodies, sorted: what `ApiEventFilter.types` takes."""
+
+
+def _event_types(value: tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        raise ValueError("must name at least one event type (None: every type)")
+    unknown = sorted(set(value) - set(EVENT_TYPES))
+    if unknown:
+        raise ValueError(
+            f"names unknown event types {unknown}; the known types are {', '.join(EVENT_TYPES)}"
+        )
+    return tuple(sorted(set(value)))
+
+
 class ApiEventFilter(BaseModel):
-    """Which events a page holds: both fields optional, combined with AND."""
+    """Which events a page holds: every field optional, combined with AND.
+
+    `types`: the body `type` tags to keep (`EVENT_TYPES`; duplicates merged, kept sorted; an
+    empty or unknown one is refused). It matches the tag as stored: an event whose stored body
+    does not decode is a `LegacyNotice` in the page but matches the tag its stored body carries,
+    not `legacy_notice`."""
 
     model_config = ConfigDict(revalidate_instances="always")
 
     session_id: Id | None = None
     workspace_id: Id | None = None
+    types: Annotated[tuple[str, ...], AfterValidator(_event_types)] | None = None
 
 
 class ApiEvent(BaseModel):
@@ -353,6 +389,19 @@ def _decode_one(row: StoredRow, text: str) -> ApiEvent:
         return ApiEvent(
             seq=seq, session_id=session_id, recorded_at_ms=recorded_at_ms, event=decode_body(body)
         )
+
+
+def stored_tag(row: StoredRow, event: ApiEvent) -> object:
+    """The `type` tag of the stored body of `row` (decoded as `event`), as the type filter
+    matches it: the decoded body's tag for a canonical body, else the stored JSON's `type`
+    member (`None` when the body is not a JSON object), whatever it decoded to."""
+    if row[4]:
+        return event.event.type
+    try:
+        raw = json.loads(row[3])
+    except (ValueError, RecursionError):
+        return None
+    return raw.get("type") if isinstance(raw, dict) else None
 
 
 def page_json(texts: list[str], next_after_seq: int, latest_seq: int, pruned_through: int) -> bytes:

@@ -23,7 +23,7 @@ from types import FrameType
 import sqlalchemy as sa
 
 from . import maintenance, migrations
-from .api_events import ApiEventFilter
+from .api_events import EVENT_TYPES, ApiEventFilter
 from .clock import now_ms
 from .config import StoreOptions, resolve_url
 from .db import check_url, create_engine, require_database
@@ -135,6 +135,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--session", help="only this session")
     events.add_argument("--workspace", help="only sessions of this workspace")
+    events.add_argument(
+        "--type",
+        action="append",
+        dest="types",
+        metavar="TYPE",
+        help=f"only events of this body type (repeatable: any of them): {', '.join(EVENT_TYPES)}",
+    )
     events.add_argument(
         "--limit",
         type=_bounded_int(MAX_EVENTS_LIMIT),
@@ -466,8 +473,10 @@ def _status(url: str) -> migrations.SchemaStatus:
 
 
 def _events(url: str, args: argparse.Namespace) -> int:
+    # Checked by the store (InvalidRecord, one line); repeated types are merged here.
+    types = None if args.types is None else tuple(sorted(set(args.types)))
     event_filter = ApiEventFilter.model_construct(
-        session_id=args.session, workspace_id=args.workspace
+        session_id=args.session, workspace_id=args.workspace, types=types
     )
     remaining = args.limit
     with _interrupt_flag(args.follow) as interrupt, Store.open(url) as store:

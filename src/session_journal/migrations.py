@@ -46,7 +46,7 @@ from .errors import (
 )
 from .models import Base
 
-SCHEMA_LEVEL = 9
+SCHEMA_LEVEL = 10
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
@@ -114,11 +115,36 @@ class SessionCheckpointRow(Base):
     event_frontier: Mapped[int] = mapped_column(sa.BigInteger)
 
 
+class StoredType(sa.sql.functions.FunctionElement[str]):
+    """The `type` tag of a stored event body, as the database reads it (revision 0010): on
+    SQLite `json_extract(body, '$.type')` of a body that is valid JSON (NULL otherwise: SQLite
+    raises on malformed JSON, and an index must not refuse a row), on PostgreSQL
+    `session_journal_event_type(body)`, the SQL function of revision 0010 (`body ->> 'type'`,
+    NULL for a body that is not an object; PostgreSQL's JSON operators refuse a body holding the
+    escape `\\u0000` anywhere, so such a body is read with it replaced by `\\u0001`, which
+    changes no tag the filter can ask for). The index expression and the
+    queries' must be the same expression, so both are written here and only here."""
+
+    type = sa.Text()
+    name = "stored_type"
+    inherit_cache = True
+
+
+@compiles(StoredType, "sqlite")
+def _stored_type_sqlite(element: StoredType, compiler: Any, **kw: Any) -> str:
+    body = compiler.process(element.clauses, **kw)
+    return f"CASE WHEN json_valid({body}) THEN json_extract({body}, '$.type') END"
+
+
+@compiles(StoredType, "postgresql")
+def _stored_type_postgresql(element: StoredType, compiler: Any, **kw: Any) -> str:
+    return f"session_journal_event_type({compiler.process(element.clauses, **kw)})"
+
+
 class ApiEventRow(Base):
     """`api_events`: the append-only log; `seq` comes from `event_sequences`."""
 
     __tablename__ = "api_events"
-    __table_args__ = (sa.Index("ix_api_events_session_id_seq", "session_id", "seq"),)
 
     # On SQLite an INTEGER PRIMARY KEY is the rowid: the table is stored in seq order.
     seq: Mapped[int] = mapped_column(SEQ, primary_key=True, autoincrement=False)
@@ -129,6 +155,16 @@ class ApiEventRow(Base):
     # `model_dump_json()`), so that a JSON page splices it as stored (revision 0009). Rows of
     # older code, and bodies in another form or that do not decode, are false: decoded on read.
     body_canonical: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
+
+    __table_args__ = (
+        sa.Index("ix_api_events_session_id_seq", "session_id", "seq"),
+        # The type filter (revision 0010): one limited scan per type, in seq order, for the
+        # whole log and for one session.
+        sa.Index("ix_api_events_type_seq", StoredType(sa.column("body")), "seq"),
+        sa.Index(
+            "ix_api_events_session_id_type_seq", "session_id", StoredType(sa.column("body")), "seq"
+        ),
+    )
 
 
 class EventSequenceRow(Base):

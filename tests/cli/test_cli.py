@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from session_journal import Store, migrations
 from session_journal.cli import main
 from session_journal.journal import JournalWriter
-from tests.factories import SessionFactory, flow_start, user_msg
+from tests.factories import ActivityFactory, SessionFactory, flow_start, user_msg
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -44,11 +44,11 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0009_canonical_bodies",
+        "revision: 0010_event_types",
         "version_table: session_journal_version",
-        "schema_level: 9",
+        "schema_level: 10",
         "minimum_compatible_level: 2",
-        "code_schema_level: 9",
+        "code_schema_level: 10",
         "verdict: up to date",
     ]
 
@@ -76,6 +76,25 @@ def test_events_prints_one_json_object_per_line(
     assert seqs("--url", migrated_url, "events", "--session", "a") == [1, 3]
     assert seqs("--url", migrated_url, "events", "--workspace", "w2") == [2]
     assert seqs("--url", migrated_url, "events", "--limit", "2") == [1, 2]
+
+
+def test_events_by_type(migrated_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with Store.open(migrated_url, upgrade=True) as store:
+        store.sessions.save(SessionFactory(id="a", workspace_id="w1"))
+        store.faults.record_startup_fault("a", "fault")  # 1: session_fault
+        store.activity.record([("a", ActivityFactory())], 5)  # 2: activity_changed
+        store.faults.record_startup_fault("a", "again")  # 3: session_fault
+    seqs = lambda *args: [json.loads(x)["seq"] for x in run(capsys, *args)[1].splitlines()]  # noqa: E731
+    events = ["--url", migrated_url, "events"]
+    assert seqs(*events, "--type", "session_fault") == [1, 3]
+    assert seqs(*events, "--type", "activity_changed", "--type", "session_fault") == [1, 2, 3]
+    assert seqs(*events, "--type", "session_fault", "--type", "session_fault") == [1, 3]
+    assert seqs(*events, "--type", "session_fault", "--after", "1", "--session", "a") == [3]
+    assert seqs(*events, "--type", "turn_started") == []
+    code, out, err = run(capsys, *events, "--type", "nope")
+    assert (code, out) == (1, "")
+    assert "unknown event types ['nope']; the known types are activity_changed," in err
+    assert len(err.splitlines()) == 1
 
 
 def test_errors_are_one_line_with_exit_1(url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -9,6 +10,7 @@ import sqlalchemy as sa
 
 from .. import driver
 from ..api_events import (
+    EVENT_TYPES,
     ApiEventData,
     ApiEventFilter,
     StoredRow,
@@ -16,13 +18,14 @@ from ..api_events import (
 )
 from ..config import StoreOptions
 from ..db import translate_errors
-from ..errors import PermanentStorageError, SessionJournalError, SessionNotFound
+from ..errors import InvalidRecord, PermanentStorageError, SessionJournalError, SessionNotFound
 from ..models import (
     ApiEventRow,
     EventSequenceRow,
     SchemaCompatibilityRow,
     SessionContextRow,
     SessionRow,
+    StoredType,
 )
 from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ..wakeups import CHANNEL
@@ -156,33 +159,62 @@ _by_seq = itemgetter(0)
 _NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
 
 
-def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.CompoundSelect[Any]:
+_PAGE_COLUMNS = (
+    ApiEventRow.seq,
+    ApiEventRow.session_id,
+    ApiEventRow.recorded_at_ms,
+    ApiEventRow.body,
+    ApiEventRow.body_canonical,
+)
+_KNOWN_TYPES = frozenset(EVENT_TYPES)
+
+
+@functools.cache
+def _page_query(
+    *, sqlite: bool, by_session: bool, by_workspace: bool, types: int = 0
+) -> sa.CompoundSelect[Any]:
     # One statement per backend and filter combination, so each gets its own plan: a generic
     # `(:sid IS NULL OR session_id = :sid)` keeps SQLite off the (session_id, seq) index, and the
     # workspace filter must let both backends walk the log in seq order and stop when the page is
     # full, rather than read every event of the workspace's sessions and sort them on each page.
-    query = sa.select(
-        ApiEventRow.seq,
-        ApiEventRow.session_id,
-        ApiEventRow.recorded_at_ms,
-        ApiEventRow.body,
-        ApiEventRow.body_canonical,
-    ).where(ApiEventRow.seq > sa.bindparam("after_seq"))
-    if by_session:
-        query = query.where(ApiEventRow.session_id == sa.bindparam("session_id"))
-    if by_workspace:
-        members = sa.select(SessionContextRow.session_id).where(
-            SessionContextRow.workspace_id == sa.bindparam("workspace_id")
-        )
-        if sqlite and not by_session:
-            # SQLite: `+session_id` (SQLite's documented way to keep a term off an index) makes
-            # the IN list a lookup while the scan follows seq; twice as fast as an EXISTS.
-            query = query.where(sa.literal_column("+api_events.session_id").in_(members))
-        else:
-            # PostgreSQL plans the correlated EXISTS as a nested loop in seq order.
-            correlated = members.where(SessionContextRow.session_id == ApiEventRow.session_id)
-            query = query.where(correlated.exists())
-    page = query.order_by(ApiEventRow.seq).limit(sa.bindparam("limit")).subquery("page")
+    # A type filter (`types` tags, bound as `type_0`...) is one scan per type of the (tag, seq)
+    # or (session_id, tag, seq) index, in seq order, merged (SQLite: MERGE (UNION ALL) of
+    # co-routines; PostgreSQL: Merge Append of limited scans), each read only as far as the
+    # page takes it: a page reads at most `limit` index entries per type (plus, with a
+    # workspace, those of other workspaces' sessions that the membership check passes over).
+    def arm(tag: int | None) -> sa.Select[int, str, int, str, bool]:
+        query = sa.select(*_PAGE_COLUMNS).where(ApiEventRow.seq > sa.bindparam("after_seq"))
+        if by_session:
+            query = query.where(ApiEventRow.session_id == sa.bindparam("session_id"))
+        if tag is not None:
+            query = query.where(StoredType(ApiEventRow.body) == sa.bindparam(f"type_{tag}"))
+        if by_workspace:
+            members = sa.select(SessionContextRow.session_id).where(
+                SessionContextRow.workspace_id == sa.bindparam("workspace_id")
+            )
+            if sqlite and not by_session:
+                # SQLite: `+session_id` (SQLite's documented way to keep a term off an index)
+                # makes the IN list a lookup while the scan follows seq; twice as fast as an
+                # EXISTS.
+                query = query.where(sa.literal_column("+api_events.session_id").in_(members))
+            else:
+                # PostgreSQL plans the correlated EXISTS as a nested loop in seq order.
+                correlated = members.where(SessionContextRow.session_id == ApiEventRow.session_id)
+                query = query.where(correlated.exists())
+        return query
+
+    limit: sa.BindParameter[int] = sa.bindparam("limit")
+    if types <= 1:
+        page = arm(0 if types else None).order_by(ApiEventRow.seq).limit(limit).subquery("page")
+    elif sqlite:  # co-routines in seq order, merged: no sort
+        merged = sa.union_all(*(arm(tag) for tag in range(types)))
+        page = merged.order_by(sa.literal_column("seq")).limit(limit).subquery("page")
+    else:  # limited arms, which PostgreSQL merges (Merge Append) rather than sorts
+        arms = [
+            sa.select(arm(tag).order_by(ApiEventRow.seq).limit(limit).subquery(f"of_type_{tag}"))
+            for tag in range(types)
+        ]
+        page = sa.union_all(*arms).order_by(sa.literal_column("seq")).limit(limit).subquery("page")
     # The frontier rides along as one more row (its session_id is NULL), so that the page and
     # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
     # Its third column is the floor of the pruned log (`pruned_through`), from the same snapshot.
@@ -190,16 +222,6 @@ def _page_query(*, sqlite: bool, by_session: bool, by_workspace: bool) -> sa.Com
         EventSequenceRow.last_seq, sa.null(), EventSequenceRow.pruned_through, sa.null(), sa.null()
     ).where(EventSequenceRow.name == API_EVENTS)
     return sa.union_all(sa.select(page), frontier)
-
-
-_PAGE_QUERIES = {
-    (sqlite, by_session, by_workspace): _page_query(
-        sqlite=sqlite, by_session=by_session, by_workspace=by_workspace
-    )
-    for sqlite in (False, True)
-    for by_session in (False, True)
-    for by_workspace in (False, True)
-}
 
 
 class EventRepository:
@@ -385,24 +407,28 @@ class EventRepository:
         the events after `after_seq` matching the filter, ascending, at most `limit`, read by
         one statement (so from one snapshot, also outside a transaction); undecoded: pages
         decode them (`decode_events`) or write them as JSON (`event_texts`)."""
-        query = _PAGE_QUERIES[
-            (
-                self._connection.dialect.name == "sqlite",
-                event_filter.session_id is not None,
-                event_filter.workspace_id is not None,
-            )
-        ]
+        types = _checked_types(event_filter.types)
+        query = _page_query(
+            sqlite=self._connection.dialect.name == "sqlite",
+            by_session=event_filter.session_id is not None,
+            by_workspace=event_filter.workspace_id is not None,
+            types=len(types),
+        )
         params: dict[str, Any] = {"after_seq": after_seq, "limit": limit}
         if event_filter.session_id is not None:
             params["session_id"] = event_filter.session_id
         if event_filter.workspace_id is not None:
             params["workspace_id"] = event_filter.workspace_id
+        for tag, name in enumerate(types):
+            params[f"type_{tag}"] = name
         return split_floor(driver.run(self._connection, query, params).fetchall())
 
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
         """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
         events after `after_seq`, ascending, at most `limit`, by one statement."""
-        query = _PAGE_QUERIES[(self._connection.dialect.name == "sqlite", False, False)]
+        query = _page_query(
+            sqlite=self._connection.dialect.name == "sqlite", by_session=False, by_workspace=False
+        )
         params = {"after_seq": after_seq, "limit": limit}
         return split_floor(driver.run(self._connection, query, params).fetchall())
 
@@ -457,6 +483,25 @@ class EventRepository:
             self._connection, _COUNT_BETWEEN, {"after_seq": after_seq, "through_seq": through_seq}
         ).fetchone()
         return int(row[0]) if row is not None else 0
+
+
+def _checked_types(types: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The tags of a filter as `ApiEventFilter` validates them (a filter made without
+    validation, `model_construct`, is checked here too: it decides the statement's shape)."""
+    if types is None:
+        return ()
+    if (
+        not isinstance(types, tuple)
+        or not types
+        or not all(isinstance(tag, str) for tag in types)
+        or len(set(types)) != len(types)
+        or not _KNOWN_TYPES.issuperset(types)
+    ):
+        raise InvalidRecord(
+            f"filter types must be distinct known event types ({', '.join(EVENT_TYPES)}), "
+            f"got {types!r}"
+        )
+    return types
 
 
 class LogVersion(NamedTuple):

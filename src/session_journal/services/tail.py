@@ -28,12 +28,20 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Literal
 
-from ..api_events import ApiEvent, ApiEventFilter, StoredRow, decode_events, event_texts
+from ..api_events import (
+    ApiEvent,
+    ApiEventFilter,
+    StoredRow,
+    decode_events,
+    event_texts,
+    stored_tag,
+)
 from ..repositories import LogVersion
 from ..unit_of_work import Transactions
 
-Row = tuple[int, str, str, ApiEvent]
-"""An event of the window: `(seq, session_id, its JSON text, the decoded event)`."""
+Row = tuple[int, str, str, ApiEvent, object]
+"""An event of the window: `(seq, session_id, its JSON text, the decoded event, the type tag
+of its stored body)` (`stored_tag`)."""
 _NEVER_READ = LogVersion(0, 0, 0)
 _seq = itemgetter(0)
 
@@ -186,11 +194,12 @@ class SharedTail:
 
 
 def _decoded(stored: list[StoredRow]) -> list[Row]:
-    """The window's rows of stored rows: each event's JSON and the event, decoded once."""
+    """The window's rows of stored rows: each event's JSON and the event, decoded once, and
+    the tag of its stored body."""
     texts = event_texts(stored)
     events = decode_events(stored, texts)
     together = zip(stored, texts, events, strict=True)
-    return [(row[0], row[1], text, event) for row, text, event in together]
+    return [(row[0], row[1], text, event, stored_tag(row, event)) for row, text, event in together]
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,9 @@ class _Window:
         session_id = event_filter.session_id
         if session_id is not None:  # most followers follow one session: narrow it first
             after = [row for row in after if row[1] == session_id]
+        types = event_filter.types
+        if types is not None:
+            after = [row for row in after if row[4] in types]
         missing = self.missing
         rows = after if not missing else [row for row in after if row[0] not in missing]
         rows = rows[:limit]
