@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from .api_events import ApiEventFilter, ApiEventPage
+from .api_events import ApiEvent, ApiEventFilter, ApiEventPage
 from .arguments import Given, Int64, validate_arguments
 from .config import StoreOptions
 from .errors import InvalidRecord, SessionJournalError, StoreClosed
@@ -446,8 +446,12 @@ class AsyncEventService(_Service[EventService]):
         timeout: object,
     ) -> bytes:
         """`EventService.wait_json`, awaited: `wait`'s page as its JSON (UTF-8)."""
-        page = await self.wait(filter, after_seq, limit, timeout=timeout)
-        return page.model_dump_json().encode()
+        return self._service._json_of(await self.wait(filter, after_seq, limit, timeout=timeout))
+
+    def event_json(self, event: ApiEvent) -> bytes:
+        """`EventService.event_json` (a plain call: it reads no database): one event's JSON,
+        from the followers' window when the event came from it."""
+        return self._service.event_json(event)
 
     @validate_arguments()
     def follow(

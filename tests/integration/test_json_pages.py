@@ -16,9 +16,12 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from session_journal import (
+    ApiEvent,
     ApiEventFilter,
+    ApiEventPage,
     CursorExpired,
     InputRequired,
+    InvalidRecord,
     LegacyNotice,
     SessionRecord,
     Store,
@@ -190,3 +193,43 @@ def test_the_window_decodes_each_event_once_and_its_pages_share_frozen_events(
     assert decoded == [1]
     with pytest.raises(ValidationError, match="frozen"):
         first.events[0].seq = 2
+
+
+def test_event_json_is_each_events_json_made_once_by_the_window(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    with store.events.follow(after_seq=0) as follower:
+        store.faults.record_startup_fault("s", "one")
+        store.faults.record_startup_fault("s", "two")
+        served = []
+        while len(served) < 2:
+            page = follower.next_page(timeout=5, events_only=True)
+            assert page is not None
+            served += page.events
+    loaded = store.events.load(after_seq=0).events
+    for event in served + loaded:
+        assert store.events.event_json(event) == event.model_dump_json().encode()
+    with pytest.raises(InvalidRecord, match="event must be an ApiEvent, got dict"):
+        store.events.event_json({"seq": 1})  # type: ignore[arg-type]
+
+
+@pytest.mark.sync_api
+def test_wait_json_takes_each_events_json_from_the_window(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    store.events.wait(after_seq=0, timeout=0)  # the window is read, at the frontier
+    store.faults.record_startup_fault("s", "one")
+    page = store.events.wait(after_seq=0, timeout=5)
+    assert store.events._tail.text_of(page.events[0]) is not None  # the window's own event
+    encoded: list[str] = []
+    for model in (ApiEvent, ApiEventPage):
+
+        def counting(self: Any, *, original: Any = model.model_dump_json, **kwargs: Any) -> str:
+            encoded.append(type(self).__name__)
+            return str(original(self, **kwargs))
+
+        monkeypatch.setattr(model, "model_dump_json", counting)
+    text = store.events.wait_json(after_seq=0, timeout=5)
+    assert encoded == []  # nothing encoded again: the window's text
+    monkeypatch.undo()
+    assert text == store.events.load(after_seq=0).model_dump_json().encode()

@@ -450,8 +450,28 @@ class EventService:
     ) -> bytes:
         """`wait`, as the page's JSON (UTF-8): exactly `page.model_dump_json().encode()` of the
         page `wait` returns, with the same rules and errors."""
-        page = self.wait(filter, after_seq, limit, timeout=timeout)
-        return page.model_dump_json().encode()
+        return self._json_of(self.wait(filter, after_seq, limit, timeout=timeout))
+
+    def event_json(self, event: ApiEvent) -> bytes:
+        """One event's JSON (UTF-8): exactly `event.model_dump_json().encode()`, the element of
+        `load_json`'s `events`. For an event of a page the followers' window served (`wait`,
+        `follow`), the text the window made when it read the event, so a server that sends
+        each event to many clients encodes it once per store; any other event is encoded.
+        `InvalidRecord` for anything but an `ApiEvent`."""
+        return self._event_text(event).encode()
+
+    def _event_text(self, event: ApiEvent) -> str:
+        """`event_json` as a `str`."""
+        if not isinstance(event, ApiEvent):
+            raise InvalidRecord(f"event must be an ApiEvent, got {type(event).__name__}")
+        text = self._tail.text_of(event)
+        return event.model_dump_json() if text is None else text
+
+    def _json_of(self, page: ApiEventPage) -> bytes:
+        """A page's JSON (UTF-8), exactly `page.model_dump_json().encode()`, its events' JSON
+        taken from the followers' window where it has them (`event_json`)."""
+        texts = [self._event_text(event) for event in page.events]
+        return page_json(texts, page.next_after_seq, page.latest_seq, page.pruned_through)
 
     @validate_arguments()
     def follow(

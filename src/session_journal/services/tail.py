@@ -23,7 +23,7 @@ below `lo`, or whose page the window cannot complete, reads the database as `loa
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Literal
@@ -100,6 +100,15 @@ class SharedTail:
         if generation > window.generation:
             return False
         return window.answer(event_filter, cursor, limit)
+
+    def text_of(self, event: ApiEvent) -> str | None:
+        """The JSON the window holds for `event` (exactly `event.model_dump_json()`) when
+        `event` is the window's own object, without encoding it; else `None`."""
+        rows = self._window.rows
+        at = bisect_left(rows, event.seq, key=_seq)
+        if at < len(rows) and rows[at][3] is event:
+            return rows[at][2]
+        return None
 
     def snapshot(self) -> _Window:
         """The window as last read (never changed afterwards)."""
