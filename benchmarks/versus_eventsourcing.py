@@ -35,6 +35,7 @@ from _harness import (
     backends_to_run,
     bench_arguments,
     compare,
+    measure,
     print_table,
 )
 from bench import BODY, MESSAGE, api_append, open_store, session_ids
@@ -51,7 +52,7 @@ except ImportError:  # the optional extra is not installed
 
 # The goals: PostgreSQL appends and typed catch-up on both backends.
 GOALS = {("postgresql", "append"): 1.5, ("postgresql", "catch-up"): 1.5}
-GOALS |= {("sqlite", "catch-up"): 1.5}
+GOALS |= {("sqlite", "catch-up"): 1.5, ("sqlite", "append"): 1.0}
 PAGE = 1000
 CHUNK = 100
 
@@ -148,10 +149,9 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
         api_append(store, sessions, len(sessions))  # warm-up
         theirs_append(target, aggregates, len(sessions))
         ours = partial(api_append, store, sessions, CHUNK)
-        rates = compare(
-            ours, partial(theirs_append, target, aggregates, CHUNK), scale.appends // CHUNK
-        )
-        rows.append(Row(backend.name, "append (1 event/tx)", *rates, "append"))
+        theirs = partial(theirs_append, target, aggregates, CHUNK)
+        rates = partial(compare, ours, theirs, scale.appends // CHUNK)
+        rows.append(measure(backend.name, "append (1 event/tx)", "append", GOALS, rates))
         with store.unit_of_work() as uow:  # the logs, untimed
             for index in range(log_events - store.events.latest_seq()):
                 uow.events.append(sessions[index % len(sessions)], 1, BODY)
@@ -159,13 +159,14 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
         while target.max_notification_id() < log_events:
             batch = min(5_000, log_events - target.max_notification_id())
             target.insert_events([aggregates.next_event() for _ in range(batch)])
-        rates = compare(
+        rates = partial(
+            compare,
             partial(ours_catch_up, store),
             partial(theirs_catch_up, target, aggregates.mapper),
-            4,
+            5,
             scale.min_seconds,
         )
-        rows.append(Row(backend.name, "typed catch-up", *rates, "catch-up"))
+        rows.append(measure(backend.name, "typed catch-up", "catch-up", GOALS, rates))
     return rows
 
 
