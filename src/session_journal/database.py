@@ -15,7 +15,7 @@ from . import bound, driver
 from .config import StoreOptions
 from .db import create_engine, translate_errors
 from .errors import InvalidRecord, StoreClosed
-from .unit_of_work import ReadUnitOfWork, UnitOfWork
+from .unit_of_work import LogRead, ReadUnitOfWork, UnitOfWork
 from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
 from .write_path import WritePath
 
@@ -160,21 +160,22 @@ class Database:
     @contextmanager
     def reading_one_statement(
         self, action: str = "read", uow: object = None
-    ) -> Iterator[ReadUnitOfWork | UnitOfWork]:
-        """For a read made of one statement, which sees one snapshot by itself: no transaction
-        is opened around it (on PostgreSQL the connection is in autocommit for the block, which
-        saves the BEGIN and COMMIT round trips). Use `reading()` for anything more. With `uow`,
-        as `reading`."""
+    ) -> Iterator[LogRead | ReadUnitOfWork | UnitOfWork]:
+        """For a read of the log made of one statement, which sees one snapshot by itself: no
+        transaction is opened around it (on PostgreSQL the connection is in autocommit for the
+        block, which saves the BEGIN and COMMIT round trips), and the statement runs on the
+        reader pool's driver connection without a SQLAlchemy `Connection` around it (the hot
+        path's seam, `driver.pooled`: the tail reads of followers and servers come here). Use
+        `reading()` for anything more. With `uow`, as `reading`."""
         if uow is not None:
             with self.reading(action, uow) as context:
                 yield context
             return
-        with (
-            translate_errors(action),
-            self._reader_connection(action) as connection,
-            driver.without_transaction(connection),
-        ):
-            yield ReadUnitOfWork(connection, self.options)
+        with translate_errors(action):
+            self._check_open(action)
+            with driver.pooled(self.reader) as connection:
+                self._check_open(action)
+                yield LogRead(connection, self.options)
 
     def dispose(self) -> None:
         """Close the write path (queued calls fail with `StoreClosed`, one in progress is waited

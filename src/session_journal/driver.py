@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import AdaptedConnection, Dialect
@@ -326,6 +326,46 @@ def without_transaction(connection: sa.Connection) -> Iterator[None]:
             dbapi.autocommit = False
         except psycopg.Error:  # the connection died: the pool must not keep it
             connection.invalidate()
+
+
+class Pooled:
+    """A driver connection checked out of an engine's pool, with its dialect: what the
+    functions here need of a `sa.Connection` (`dialect`, and `connection.dbapi_connection`,
+    see `_dbapi`), without building one for a read of one statement (`pooled`)."""
+
+    __slots__ = ("connection", "dialect")
+
+    def __init__(self, connection: Any, dialect: Dialect) -> None:
+        self.connection = connection
+        self.dialect = dialect
+
+
+@contextmanager
+def pooled(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection of `engine`'s pool for statements run by `run` only, without a
+    transaction (as `without_transaction`), returned to the pool afterwards; a driver error
+    that means the connection is gone (the dialect's `is_disconnect`) invalidates it, as a
+    `sa.Connection` would. Typed as a `sa.Connection` for the repositories, whose reads of one
+    statement use only `run` (the hot path's seam)."""
+    fairy = engine.raw_connection()
+    dbapi: Any = fairy.dbapi_connection
+    psycopg = _psycopg()
+    autocommit = psycopg is not None and isinstance(dbapi, psycopg.Connection)
+    try:
+        if autocommit:
+            dbapi.autocommit = True
+        yield cast(sa.Connection, Pooled(fairy, engine.dialect))
+    except Exception as error:
+        if is_driver_error(error) and engine.dialect.is_disconnect(error, dbapi, None):  # type: ignore[arg-type]
+            fairy.invalidate(error)
+        raise
+    finally:
+        if autocommit and fairy.is_valid:  # also after an interrupt: the pool gets it back
+            try:
+                dbapi.autocommit = False
+            except Exception as reset:  # a statement still running, or the connection died
+                fairy.invalidate(reset)
+        fairy.close()
 
 
 # --- Driver errors ---------------------------------------------------------------------------

@@ -290,6 +290,15 @@ class ReadContext(Protocol):
         ...
 
 
+class LogReadContext(Protocol):
+    """A read of the log made of one statement (`reading_one_statement`)."""
+
+    @property
+    def events(self) -> EventReads:
+        """The ordered log."""
+        ...
+
+
 class WriteContext(Protocol):
     """A function's share of a write transaction: the repositories, and `commit()` to keep its
     work (leaving without it undoes the work)."""
@@ -358,9 +367,9 @@ class Transactions(Protocol):
 
     def reading_one_statement(
         self, action: str = "read", uow: object = None
-    ) -> AbstractContextManager[ReadContext]:
-        """A read made of one statement (no transaction around it); with `uow`, in that unit of
-        work."""
+    ) -> AbstractContextManager[LogReadContext]:
+        """A read of the log made of one statement (no transaction around it); with `uow`, in
+        that unit of work."""
         ...
 
     def commit_signal(self) -> CommitSignal:
@@ -535,6 +544,14 @@ class _EndedConnection:
             f"this unit of work has ended ({self._reason}); its repositories no longer read or "
             "write, and nothing was written"
         )
+
+
+class LogRead:
+    """A one-statement read of the log (`Database.reading_one_statement`): the event
+    repository on the reader's pooled driver connection (`driver.Pooled`)."""
+
+    def __init__(self, connection: sa.Connection, options: StoreOptions) -> None:
+        self.events: EventReads = EventRepository(connection, options.max_body_bytes)
 
 
 class ReadUnitOfWork:
