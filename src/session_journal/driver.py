@@ -343,10 +343,9 @@ class Pooled:
 @contextmanager
 def pooled(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A connection of `engine`'s pool for statements run by `run` only, without a
-    transaction (as `without_transaction`), returned to the pool afterwards; a driver error
-    that means the connection is gone (the dialect's `is_disconnect`) invalidates it, as a
-    `sa.Connection` would. Typed as a `sa.Connection` for the repositories, whose reads of one
-    statement use only `run` (the hot path's seam)."""
+    transaction (as `without_transaction`), returned to the pool afterwards (whose reset on
+    return, a rollback, invalidates a connection the server ended). Typed as a `sa.Connection`
+    for the repositories, whose reads of one statement use only `run` (the hot path's seam)."""
     fairy = engine.raw_connection()
     dbapi: Any = fairy.dbapi_connection
     psycopg = _psycopg()
@@ -355,10 +354,6 @@ def pooled(engine: sa.Engine) -> Iterator[sa.Connection]:
         if autocommit:
             dbapi.autocommit = True
         yield cast(sa.Connection, Pooled(fairy, engine.dialect))
-    except Exception as error:
-        if is_driver_error(error) and engine.dialect.is_disconnect(error, dbapi, None):  # type: ignore[arg-type]
-            fairy.invalidate(error)
-        raise
     finally:
         if autocommit and fairy.is_valid:  # also after an interrupt: the pool gets it back
             try:

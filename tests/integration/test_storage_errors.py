@@ -163,3 +163,33 @@ def test_a_database_that_does_not_exist_is_no_transient_error(backend: str) -> N
         Store.open(missing.render_as_string(hide_password=False))
     assert not isinstance(raised.value, TransientStorageError)
     assert 'database "sj_no_such_database" does not exist' in str(raised.value)
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_reader_connection_the_server_ended_is_a_transient_error(store: Store) -> None:
+    # PostgreSQL only, as above. A read of the log of one statement runs on the reader pool's
+    # driver connection (`driver.pooled`): a dead one is invalidated, not given back.
+    store.sessions.save(SessionFactory(id="s"))
+    store.faults.record_startup_fault("s", "before")
+    reader = store._database.reader  # white-box: the reader pool's connections, all of them
+    held = [reader.raw_connection() for _ in range(reader.pool.size())]  # type: ignore[attr-defined]
+    pids = [fairy.dbapi_connection.info.backend_pid for fairy in held]  # type: ignore[union-attr]
+    for fairy in held:
+        fairy.close()
+    admin = sa.create_engine(store.url)
+    try:
+        with admin.begin() as connection:
+            for pid in pids:
+                connection.exec_driver_sql(f"SELECT pg_terminate_backend({pid})")
+    finally:
+        admin.dispose()
+    failed = 0
+    for _ in range(8):  # each dead pooled connection fails one read, then is replaced
+        try:
+            assert store.events.load(after_seq=0).latest_seq == 1
+        except TransientStorageError:
+            failed += 1
+    assert failed >= 1
+    for _ in range(8):
+        assert [event.seq for event in store.events.load(after_seq=0).events] == [1]
+    assert store.sessions.get("s") is not None  # a read in a transaction works too
