@@ -219,11 +219,16 @@ class FakeEvents:
             if event.seq > after_seq
             and event_filter.session_id in (None, event.session_id)
             and event_filter.workspace_id in (None, sessions[event.session_id].workspace_id)
+            and (event_filter.types is None or event.body.type in event_filter.types)
         ]
         return self._state.latest_seq, 0, rows[:limit]
 
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
         return self.page_rows(ApiEventFilter(), after_seq, limit)
+
+    def stored_types(self, seqs: list[int]) -> dict[int, object]:
+        wanted = set(seqs)
+        return {event.seq: event.body.type for event in self._state.events if event.seq in wanted}
 
     def present_after(self, after_seq: int, through_seq: int) -> set[int]:
         return {event.seq for event in self._state.events if after_seq < event.seq <= through_seq}

@@ -391,19 +391,6 @@ def _decode_one(row: StoredRow, text: str) -> ApiEvent:
         )
 
 
-def stored_tag(row: StoredRow, event: ApiEvent) -> object:
-    """The `type` tag of the stored body of `row` (decoded as `event`), as the type filter
-    matches it: the decoded body's tag for a canonical body, else the stored JSON's `type`
-    member (`None` when the body is not a JSON object), whatever it decoded to."""
-    if row[4]:
-        return event.event.type
-    try:
-        raw = json.loads(row[3])
-    except (ValueError, RecursionError):
-        return None
-    return raw.get("type") if isinstance(raw, dict) else None
-
-
 def page_json(texts: list[str], next_after_seq: int, latest_seq: int, pruned_through: int) -> bytes:
     """A page's JSON (UTF-8) from its events' `event_texts`: exactly what
     `ApiEventPage.model_dump_json()` writes for that page."""

@@ -79,7 +79,7 @@ def run_many(
         cursor.close()
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=256)  # the page statements' shapes (filters, 0-8 types) and the rest
 def _compiled(
     dialect: Dialect, statement: sa.Executable
 ) -> tuple[str, tuple[str, ...] | None, dict[str, Any]]:

@@ -135,6 +135,11 @@ class EventReads(Protocol):
         events after `after_seq`, ascending, at most `limit`, from one snapshot."""
         ...
 
+    def stored_types(self, seqs: list[int]) -> dict[int, object]:
+        """The type tag of each stored event of `seqs`, as the database's type filter reads
+        it."""
+        ...
+
     def prune_horizon(self, older_than_ms: int) -> int:
         """The end of the longest prefix whose retained events were all recorded before
         `older_than_ms` (never below the floor)."""

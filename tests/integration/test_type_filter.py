@@ -12,9 +12,10 @@ import pytest
 import sqlalchemy as sa
 from pydantic import ValidationError
 
-from session_journal import ApiEventFilter, InvalidRecord, LegacyNotice, Store
+from session_journal import ApiEvent, ApiEventFilter, InvalidRecord, LegacyNotice, Store
 from session_journal.api_events import EVENT_TYPES
 from tests.factories import ActivityFactory, SessionFactory
+from tests.helpers import store_raw_body
 from tests.integration.test_json_pages import a_log_of_everything, same_page
 
 pytestmark = pytest.mark.both_apis
@@ -148,3 +149,63 @@ def test_the_repository_refuses_a_filter_made_without_checking(store: Store) -> 
     made = ApiEventFilter.model_construct(types=("turn_started",) * 9)
     with store.unit_of_work() as uow, pytest.raises(InvalidRecord, match="distinct known"):
         uow.events.page_rows(made, 0, 10)
+
+
+ODD_BODIES = [
+    # Duplicate keys: SQLite's JSON functions read the first, pydantic the last.
+    '{"type":"turn_started","data":{"turn_id":1,"command_id":"c","started_at_ms":null},'
+    '"type":"session_fault","data":{"reason":"startup_failed","message":"m","command_id":null}}',
+    # An escaped key, which not every JSON reader spells out alike.
+    '{"\\u0074ype":"session_fault","data":{"reason":"startup_failed","message":"m",'
+    '"command_id":null}}',
+]
+NEWER = '{"type":"session_fault","data":{"reason":"quota_new","message":"m","command_id":null}}'
+
+
+def test_the_window_filters_as_the_database_does(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    filters = [ApiEventFilter(types=[tag]) for tag in EVENT_TYPES]
+    followers = [store.events.follow(event_filter) for event_filter in filters]
+    try:
+        start = store.events.latest_seq()
+        for (
+            follower
+        ) in followers:  # the window is read now, at the frontier: it serves what follows
+            assert follower.next_page(timeout=0) is None
+        for body in ODD_BODIES:  # stored as they are, as an older or foreign writer might
+            store_raw_body(store, "s", body)
+        # A body marked canonical by newer code whose value this code does not know.
+        seq = store_raw_body(store, "s", NEWER)
+        mark_canonical(store, seq)
+        store.faults.record_startup_fault("s", "last")
+        latest = store.events.latest_seq()
+        for event_filter, follower in zip(filters, followers, strict=True):
+            served: list[ApiEvent] = []
+            while follower.cursor < latest:
+                page = follower.next_page(timeout=5)
+                assert page is not None
+                served += page.events
+            loaded = store.events.load(event_filter, after_seq=start, limit=1000).events
+            assert [event.seq for event in served] == [event.seq for event in loaded], event_filter
+            for event in served:
+                assert store.events.event_json(event) == event.model_dump_json().encode()
+        waited = store.events.wait_json(after_seq=start, timeout=5)
+        assert waited == store.events.wait(after_seq=start, timeout=5).model_dump_json().encode()
+    finally:
+        for follower in followers:
+            follower.close()
+    [newer] = store.events.load(ApiEventFilter(types=["session_fault"]), seq - 1, 1).events
+    assert isinstance(newer.event, LegacyNotice)  # matched by its stored tag
+
+
+def mark_canonical(store: Store, seq: int) -> None:
+    """Mark a stored body canonical, as the code that wrote it would have."""
+    engine = sa.create_engine(store.url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text("UPDATE api_events SET body_canonical = true WHERE seq = :seq"),
+                {"seq": seq},
+            )
+    finally:
+        engine.dispose()

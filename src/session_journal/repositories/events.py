@@ -155,6 +155,9 @@ _FIRST_NOT_OLDER = (
 _COUNT_THROUGH = sa.select(sa.func.count()).where(
     ApiEventRow.seq <= sa.bindparam("through", type_=sa.BigInteger)
 )
+_STORED_TYPES = sa.select(ApiEventRow.seq, StoredType(ApiEventRow.body)).where(
+    ApiEventRow.seq.in_(sa.bindparam("seqs", expanding=True))
+)
 _by_seq = itemgetter(0)
 _NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
 
@@ -427,10 +430,22 @@ class EventRepository:
         """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
         events after `after_seq`, ascending, at most `limit`, by one statement."""
         query = _page_query(
-            sqlite=self._connection.dialect.name == "sqlite", by_session=False, by_workspace=False
+            sqlite=self._connection.dialect.name == "sqlite",
+            by_session=False,
+            by_workspace=False,
+            types=0,
         )
         params = {"after_seq": after_seq, "limit": limit}
         return split_floor(driver.run(self._connection, query, params).fetchall())
+
+    def stored_types(self, seqs: list[int]) -> dict[int, object]:
+        """The type tag of each stored event of `seqs`, as the type filter reads it
+        (`StoredType`: the database's own reading of the stored JSON), for the followers'
+        window, which must match exactly what a filtered page in the database matches."""
+        if not seqs:
+            return {}
+        rows = self._connection.execute(_STORED_TYPES, {"seqs": seqs}).fetchall()
+        return {int(seq): tag for seq, tag in rows}
 
     def prune_horizon(self, older_than_ms: int) -> int:
         """The end of the longest prefix of the log whose retained events were all recorded

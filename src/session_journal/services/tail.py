@@ -31,13 +31,13 @@ from typing import Literal
 from ..api_events import (
     ApiEvent,
     ApiEventFilter,
+    LegacyNotice,
     StoredRow,
     decode_events,
     event_texts,
-    stored_tag,
 )
 from ..repositories import LogVersion
-from ..unit_of_work import Transactions
+from ..unit_of_work import EventReads, Transactions
 
 Row = tuple[int, str, str, ApiEvent, object]
 """An event of the window: `(seq, session_id, its JSON text, the decoded event, the type tag
@@ -162,7 +162,7 @@ class SharedTail:
             else:
                 hi, pruned, read_rows = uow.events.rows_after(old.covered, self._max_events)
                 covered = read_rows[-1][0] if len(read_rows) == self._max_events else hi
-                new = _decoded(read_rows)
+                new = _decoded(read_rows, uow.events)
                 rows = old.rows + new
                 size = old.size + sum(len(row[2]) for row in new)
                 drop = 0
@@ -202,13 +202,28 @@ class SharedTail:
         self.refreshes += 1
 
 
-def _decoded(stored: list[StoredRow]) -> list[Row]:
+def _decoded(stored: list[StoredRow], events: EventReads) -> list[Row]:
     """The window's rows of stored rows: each event's JSON and the event, decoded once, and
-    the tag of its stored body."""
+    the tag of its stored body as the database's type filter reads it. A canonical body that
+    decodes is its own tag; the tags of the others (hand-written or older code's bodies, and
+    canonical ones this code cannot decode, such as newer code's values) are read from the
+    database in the same snapshot, so that the window filters exactly as a page read there
+    (their JSON too is the decoded event's, never the stored text)."""
     texts = event_texts(stored)
-    events = decode_events(stored, texts)
-    together = zip(stored, texts, events, strict=True)
-    return [(row[0], row[1], text, event, stored_tag(row, event)) for row, text, event in together]
+    decoded = decode_events(stored, texts)
+    odd = [
+        index
+        for index, (row, event) in enumerate(zip(stored, decoded, strict=True))
+        if not row[4] or isinstance(event.event, LegacyNotice)
+    ]
+    tags: dict[int, object] = events.stored_types([stored[index][0] for index in odd])
+    for index in odd:
+        if stored[index][4]:  # canonical for the code that wrote it, not for this code
+            texts[index] = decoded[index].model_dump_json()
+    return [
+        (row[0], row[1], text, event, tags.get(row[0], event.event.type))
+        for row, text, event in zip(stored, texts, decoded, strict=True)
+    ]
 
 
 @dataclass(frozen=True)
