@@ -139,8 +139,9 @@ TAG = {
 # PostgreSQL: the function of revision 0010, in the bare schema.
 BARE_TAG_FUNCTION = (
     "CREATE FUNCTION session_journal_event_type(body json) RETURNS text LANGUAGE sql IMMUTABLE "
-    "PARALLEL SAFE AS $$ SELECT CASE WHEN strpos(body::text, '\\u0000') = 0 THEN body ->> 'type' "
-    "ELSE replace(body::text, '\\u0000', '\\u0001')::json ->> 'type' END $$"
+    "PARALLEL SAFE AS $$ SELECT CASE WHEN strpos(body::text, E'\\\\u0000') = 0 "
+    "THEN body ->> 'type' "
+    "ELSE replace(body::text, E'\\\\u0000', E'\\\\u0001')::json ->> 'type' END $$"
 )
 INSERT = "INSERT INTO api_events (seq, session_id, recorded_at_ms, body) VALUES (?, ?, ?, ?)"
 NEXT_SEQ = (

@@ -35,6 +35,8 @@ RENDERS_OFFLINE = True
 # The tag expressions, frozen here as the package's `models.StoredType` writes them (queries
 # use the index only when their expression is the same). PostgreSQL: a SQL function (immutable,
 # inlined by the planner), so that the index reads back as the one call that the models declare.
+# Its backslashes are written as E'' strings, which mean the same whatever
+# `standard_conforming_strings` says.
 TAG = {
     "sqlite": "CASE WHEN json_valid(body) THEN json_extract(body, '$.type') END",
     "postgresql": "session_journal_event_type(body)",
@@ -42,8 +44,8 @@ TAG = {
 POSTGRESQL_FUNCTION = (
     "CREATE FUNCTION session_journal_event_type(body json) RETURNS text "
     "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT CASE "
-    "WHEN strpos(body::text, '\\u0000') = 0 THEN body ->> 'type' "
-    "ELSE replace(body::text, '\\u0000', '\\u0001')::json ->> 'type' END $$"
+    "WHEN strpos(body::text, E'\\\\u0000') = 0 THEN body ->> 'type' "
+    "ELSE replace(body::text, E'\\\\u0000', E'\\\\u0001')::json ->> 'type' END $$"
 )
 INDEXES = {
     "ix_api_events_type_seq": "{tag}, seq",

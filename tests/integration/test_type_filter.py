@@ -209,3 +209,17 @@ def mark_canonical(store: Store, seq: int) -> None:
             )
     finally:
         engine.dispose()
+
+
+def test_a_body_holding_nul_is_stored_and_filtered(store: Store) -> None:
+    # PostgreSQL's JSON operators refuse `\u0000`: the tag function of 0010 reads it as
+    # `\u0001`, so such a body is still stored, indexed and found by its type.
+    store.sessions.save(SessionFactory(id="s"))
+    body = '{"type":"session_fault","data":{"reason":"startup_failed","message":"a\\u0000b",'
+    body += '"command_id":null}}'
+    with store.unit_of_work() as uow:
+        uow.events.append("s", 1, body)
+        uow.commit()
+    [event] = store.events.load(ApiEventFilter(types=["session_fault"]), after_seq=0).events
+    assert event.event.message == "a\x00b"  # type: ignore[union-attr]
+    assert store.events.load(ApiEventFilter(types=["turn_started"]), after_seq=0).events == []

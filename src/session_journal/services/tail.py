@@ -105,6 +105,8 @@ class SharedTail:
         """The JSON the window holds for `event` (exactly `event.model_dump_json()`) when
         `event` is the window's own object, without encoding it; else `None`."""
         rows = self._window.rows
+        if not isinstance(event.seq, int):  # made without validation: not the window's
+            return None
         at = bisect_left(rows, event.seq, key=_seq)
         if at < len(rows) and rows[at][3] is event:
             return rows[at][2]
