@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -244,19 +244,7 @@ ApiEventData = Annotated[
 
 
 EVENT_TYPES: tuple[str, ...] = tuple(
-    sorted(
-        body.model_fields["type"].default
-        for body in (
-            TurnStarted,
-            TurnEnded,
-            InputRequired,
-            InputResolved,
-            ActivityChanged,
-            SessionFault,
-            CommandEnded,
-            LegacyNotice,
-        )
-    )
+    sorted(body.model_fields["type"].default for body in get_args(get_args(ApiEventData)[0]))
 )
 """The `type` tags of API event bodies, sorted: what `ApiEventFilter.types` takes."""
 

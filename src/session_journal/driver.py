@@ -308,26 +308,6 @@ def prepare_for_wakeups(driver_connection: Any) -> None:
 # --- Reads of one statement ---------------------------------------------------------------
 
 
-@contextmanager
-def without_transaction(connection: sa.Connection) -> Iterator[None]:
-    """For a read of one statement, which sees one snapshot by itself: on PostgreSQL the
-    connection is in autocommit for the block (no BEGIN and COMMIT round trips); pysqlite, with
-    its own transaction handling off, runs a lone statement in autocommit already."""
-    dbapi = _dbapi(connection)
-    psycopg = _psycopg()
-    if psycopg is None or not isinstance(dbapi, psycopg.Connection):
-        yield
-        return
-    dbapi.autocommit = True
-    try:
-        yield
-    finally:
-        try:
-            dbapi.autocommit = False
-        except psycopg.Error:  # the connection died: the pool must not keep it
-            connection.invalidate()
-
-
 class Pooled:
     """A driver connection checked out of an engine's pool, with its dialect: what the
     functions here need of a `sa.Connection` (`dialect`, and `connection.dbapi_connection`,
@@ -343,8 +323,11 @@ class Pooled:
 @contextmanager
 def pooled(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A connection of `engine`'s pool for statements run by `run` only, without a
-    transaction (as `without_transaction`), returned to the pool afterwards (whose reset on
-    return, a rollback, invalidates a connection the server ended). Typed as a `sa.Connection`
+    transaction (a lone statement sees one snapshot by itself: psycopg's connection is in
+    autocommit for the block, which saves the BEGIN and COMMIT round trips; pysqlite, with its
+    own transaction handling off, runs a lone statement in autocommit already), returned to the
+    pool afterwards (whose reset on return, a rollback, invalidates a connection the server
+    ended). Typed as a `sa.Connection`
     for the repositories, whose reads of one statement use only `run` (the hot path's seam)."""
     fairy = engine.raw_connection()
     dbapi: Any = fairy.dbapi_connection

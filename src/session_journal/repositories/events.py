@@ -174,7 +174,7 @@ _KNOWN_TYPES = frozenset(EVENT_TYPES)
 
 @functools.cache
 def _page_query(
-    *, sqlite: bool, by_session: bool, by_workspace: bool, types: int = 0
+    *, sqlite: bool, by_session: bool, by_workspace: bool, types: int
 ) -> sa.CompoundSelect[Any]:
     # One statement per backend and filter combination, so each gets its own plan: a generic
     # `(:sid IS NULL OR session_id = :sid)` keeps SQLite off the (session_id, seq) index, and the

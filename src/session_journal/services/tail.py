@@ -41,7 +41,7 @@ from ..unit_of_work import EventReads, Transactions
 
 Row = tuple[int, str, str, ApiEvent, object]
 """An event of the window: `(seq, session_id, its JSON text, the decoded event, the type tag
-of its stored body)` (`stored_tag`)."""
+of its stored body as the type filter reads it)` (see `_decoded`)."""
 _NEVER_READ = LogVersion(0, 0, 0)
 _seq = itemgetter(0)
 
