@@ -28,7 +28,7 @@ from .clock import now_ms
 from .config import StoreOptions, resolve_url
 from .db import check_url, create_engine, require_database
 from .demo import DEMO_SESSIONS, run_demo
-from .errors import SessionJournalError
+from .errors import DemoRefused, InvalidRecord, JournalDamaged, PruneRefused, SessionJournalError
 from .journal.search import MAX_SEARCH_LIMIT
 from .journal.stats import EVENTS_FILE, SessionStats
 from .journal.verify import events_file, verify
@@ -363,12 +363,12 @@ def _prune(url: str, args: argparse.Namespace) -> int:
                 print(f"would delete every retained event ({retained}): the log would be empty")
             return 0
         if level_change and not args.allow_level_change:
-            raise SessionJournalError(
+            raise PruneRefused(
                 f"db prune would raise {level_change}; give --allow-level-change to prune "
                 "anyway (--dry-run shows what would go); nothing was deleted"
             )
         if empties and not args.allow_empty_log:
-            raise SessionJournalError(
+            raise PruneRefused(
                 f"db prune would delete every retained event ({retained}), leaving the log "
                 "empty; give --allow-empty-log to prune anyway; nothing was deleted"
             )
@@ -557,7 +557,7 @@ _STOPPING = (signal.SIGINT, signal.SIGTERM)  # a follower stops as cleanly for e
 
 def _journal(command: str, path: str) -> int:
     if Path(path).is_dir() and not events_file(path).is_file():
-        raise SessionJournalError(
+        raise InvalidRecord(
             f"directory {path} has no {EVENTS_FILE} (looked for {events_file(path).absolute()})"
         )
     try:
@@ -566,7 +566,7 @@ def _journal(command: str, path: str) -> int:
             return 0
         lines, problems = verify(path)
     except OSError as error:
-        raise SessionJournalError(f"cannot read {path}: {error.strerror or error}") from error
+        raise InvalidRecord(f"cannot read {path}: {error.strerror or error}") from error
     for problem in problems:
         print(f"offset {problem.offset}: {problem.reason} ({problem.length} bytes)")
     print(f"{lines} lines, {len(problems)} bad")
@@ -579,10 +579,10 @@ def _stats(path: str) -> SessionStats:
     (else rebuilt and stored), a file of another name scanned, nothing stored."""
     events = events_file(path)
     if not events.is_file():
-        raise SessionJournalError(f"no events file at {events}")
+        raise InvalidRecord(f"no events file at {events}")
     lines, problems = verify(events)
     if problems:
-        raise SessionJournalError(
+        raise JournalDamaged(
             f"{events}: {len(problems)} of {lines} lines are torn or undecodable, so no stats "
             f"(nothing stored); `session-journal journal verify {path}` lists them"
         )
@@ -596,7 +596,7 @@ def _search(url: str, args: argparse.Namespace) -> int:
     # the index refuses; name the byte the user typed rather than the surrogate.
     for position, char in enumerate(args.query):
         if "\udc80" <= char <= "\udcff":
-            raise SessionJournalError(
+            raise InvalidRecord(
                 f"search query is not valid UTF-8: byte 0x{ord(char) - 0xDC00:02x} at "
                 f"position {position}"
             )
@@ -611,7 +611,7 @@ def _demo(url: str, *, into_existing: bool) -> int:
     with Store.open(url, upgrade=True) as store:
         foreign = [s.id for s in store.sessions.list() if s.id not in DEMO_SESSIONS]
         if foreign and not into_existing:
-            raise SessionJournalError(
+            raise DemoRefused(
                 f"the database {shown_url(url)} holds {len(foreign)} session(s) the demo did not "
                 "create; run the demo on another database, or pass --into-existing"
             )

@@ -30,6 +30,7 @@ from .errors import (
     DatabaseNotFound,
     IntegrityViolation,
     InvalidRecord,
+    MissingDependency,
     PermanentStorageError,
     SessionJournalError,
     StorageError,
@@ -146,7 +147,7 @@ def create_engine(
                 f"invalid database URL: a query argument is refused: {error}"
             ) from None
         except ImportError as error:  # SQLAlchemy imports the driver here
-            raise SessionJournalError(
+            raise MissingDependency(
                 f"PostgreSQL needs psycopg, which cannot be imported ({error}): "
                 f"install {POSTGRESQL_EXTRA}"
             ) from error

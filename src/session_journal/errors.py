@@ -126,3 +126,59 @@ class CursorExpired(SessionJournalError):
 class StoreClosed(SessionJournalError):
     """The store was closed (`Store.close()`, or leaving its `with` block): every call made on
     it afterwards raises this, and nothing is read or written."""
+
+
+class CallWithdrawn(SessionJournalError):
+    """Raised in the caller of a call withdrawn before any batch took it (an async call
+    cancelled while it waited for the write path, say): it was never written."""
+
+
+class MissingDependency(SessionJournalError, ImportError):
+    """An optional dependency the call needs cannot be imported (psycopg for a PostgreSQL URL):
+    the message names the extra to install. Nothing was opened or written."""
+
+
+class JournalDamaged(SessionJournalError):
+    """A session's events file has torn or undecodable lines, so what needs every line (its
+    stats) is refused; `session-journal journal verify` lists them. Nothing was stored."""
+
+
+class UsageError(SessionJournalError):
+    """The package was used in a way it refuses (the subclass says which); the message says
+    what to do instead. Nothing was written."""
+
+
+class UnitOfWorkEnded(UsageError):
+    """A repository of a unit of work was used after the unit of work ended (committed, rolled
+    back, or its block or batch over): open a new one (`store.unit_of_work()`)."""
+
+
+class WriteInsideUnitOfWork(UsageError):
+    """A write through the store (or a journal writer's flush or close waiting for its index)
+    was started in a thread that holds the store's write path in a unit of work: it would wait
+    for itself. Use the unit of work's repositories (or flush outside the block)."""
+
+
+class BoundTransactionOpen(UsageError):
+    """A write through the store was started in a thread holding a transaction bound to the
+    store (`store.bind`) that has not ended: pass `uow=` its unit of work, or end it first."""
+
+
+class CallerCommits(UsageError):
+    """`commit()` of a unit of work bound to the caller's transaction: the caller commits it
+    (`Session.commit()` or `Connection.commit()`)."""
+
+
+class WriterClosed(UsageError):
+    """An envelope was sent to a journal writer after it was closed: open a new writer."""
+
+
+class PruneRefused(UsageError):
+    """`session-journal db prune` would raise `minimum_compatible_level` or delete every
+    retained event, and the flag allowing it (`--allow-level-change`, `--allow-empty-log`) was
+    not given: nothing was deleted."""
+
+
+class DemoRefused(UsageError):
+    """`session-journal demo` was pointed at a database holding sessions the demo did not
+    create: run it on another database, or pass `--into-existing`."""

@@ -25,7 +25,7 @@ from . import driver
 from .api_events import ApiEventFilter, StoredRow
 from .config import StoreOptions
 from .db import translate_errors
-from .errors import SessionJournalError
+from .errors import CallerCommits, UnitOfWorkEnded
 from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
 from .relay.state import TranscriptItem
 from .repositories import (
@@ -421,7 +421,7 @@ class UnitOfWork:
         (`submit`), the function's work commits with its batch, before the call returns; in a
         service call made with `uow=`, the call's work is kept in this unit of work."""
         if self._committer is None:
-            raise SessionJournalError(
+            raise CallerCommits(
                 "commit(): this unit of work is bound to a transaction of the caller, who "
                 "commits it (Session.commit() or Connection.commit())"
             )
@@ -545,9 +545,9 @@ class _EndedConnection:
         self._reason = reason
 
     def __getattr__(self, name: str) -> object:
-        raise SessionJournalError(
+        raise UnitOfWorkEnded(
             f"this unit of work has ended ({self._reason}); its repositories no longer read or "
-            "write, and nothing was written"
+            "write, and nothing was written; open a new one (store.unit_of_work())"
         )
 
 

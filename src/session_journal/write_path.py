@@ -47,7 +47,15 @@ from sqlalchemy.engine import Engine
 from . import bound, driver
 from .config import StoreOptions
 from .db import is_conflict, is_database_error, storage_error, translate_errors
-from .errors import SessionJournalError, StorageError, StoreClosed, TransientStorageError
+from .errors import (
+    BoundTransactionOpen,
+    CallWithdrawn,
+    SessionJournalError,
+    StorageError,
+    StoreClosed,
+    TransientStorageError,
+    WriteInsideUnitOfWork,
+)
 from .unit_of_work import UnitOfWork, run_after_commit
 
 T = TypeVar("T")
@@ -157,11 +165,6 @@ class Withdrawal:
         if target is None:
             return True  # `_enqueue` sees `cancelled` under the write path's mutex
         return target[0]._withdraw(target[1])
-
-
-class CallWithdrawn(SessionJournalError):
-    """Raised in the caller of a call withdrawn before any batch took it (`Withdrawal`): it
-    was never written."""
 
 
 WITHDRAWAL: ContextVar[Withdrawal | None] = ContextVar("session_journal_withdrawal", default=None)
@@ -297,7 +300,7 @@ class WritePath:
         if bound.holds_binding(self.owner):
             # This thread holds a transaction of the caller bound to the store: on SQLite it
             # holds the write lock, on PostgreSQL maybe the rows the call needs.
-            raise SessionJournalError(
+            raise BoundTransactionOpen(
                 f"{call.action}: this thread holds a transaction bound to this store "
                 "(store.bind) that has not ended; pass uow=<its unit of work> to make the call "
                 "inside it, or commit or roll back that transaction first (else the call would "
@@ -305,7 +308,7 @@ class WritePath:
             )
         if self.writing_in_this_thread():
             # This thread holds the write path: waiting for its turn would wait for itself.
-            raise SessionJournalError(
+            raise WriteInsideUnitOfWork(
                 f"{call.action}: a write was started inside a unit of work of the same store "
                 "(a `unit_of_work()` block or a function the write path runs); use the unit of "
                 "work's repositories instead"

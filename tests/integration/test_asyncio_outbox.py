@@ -20,11 +20,11 @@ from session_journal import (
     InvalidRecord,
     OutcomeReason,
     SessionFault,
-    SessionJournalError,
     SessionNotFound,
     SessionState,
     Store,
     UnitOfWork,
+    UnitOfWorkEnded,
 )
 from tests.factories import SessionFactory
 
@@ -98,7 +98,7 @@ def test_an_asyncio_session_commits_the_events_with_its_rows(pg_store: Store) ->
         uow = await session.run_sync(outbox)
         assert feed(pg_store) == []  # nothing before the commit
         await session.commit()
-        with pytest.raises(SessionJournalError, match="has ended"):
+        with pytest.raises(UnitOfWorkEnded, match="has ended"):
             uow.events.append("s-1", 1, fault("after the commit"))
 
     in_async_session(pg_store, work)

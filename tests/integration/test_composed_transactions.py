@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 
 from session_journal import (
     ApiEventFilter,
+    BoundTransactionOpen,
+    CallerCommits,
     IntegrityViolation,
     InvalidRecord,
     OutcomeReason,
@@ -24,6 +26,8 @@ from session_journal import (
     SessionState,
     Store,
     UnitOfWork,
+    UnitOfWorkEnded,
+    WriteInsideUnitOfWork,
 )
 from tests.backends import database_url
 from tests.factories import ActivityFactory, CheckpointMetadataFactory, SessionFactory
@@ -154,9 +158,9 @@ def test_a_unit_of_work_that_has_ended_refuses_appends_and_service_calls(store: 
     store.sessions.save(SessionFactory(id="s-1"))
     with store.unit_of_work() as uow:
         uow.commit()
-    with pytest.raises(SessionJournalError, match="has ended"):
+    with pytest.raises(UnitOfWorkEnded, match="has ended"):
         uow.events.append("s-1", 1, fault("late"))
-    with pytest.raises(SessionJournalError, match="has ended"):
+    with pytest.raises(UnitOfWorkEnded, match="has ended"):
         store.faults.record_startup_fault("s-1", "late", uow=uow)
     kept: list[object] = []
 
@@ -164,7 +168,7 @@ def test_a_unit_of_work_that_has_ended_refuses_appends_and_service_calls(store: 
         kept.append(uow)
 
     store.run_in_unit_of_work(keep)
-    with pytest.raises(SessionJournalError, match="has ended"):
+    with pytest.raises(UnitOfWorkEnded, match="has ended"):
         store.faults.record_startup_fault("s-1", "late", uow=kept[0])
     assert feed(store) == []
 
@@ -186,8 +190,21 @@ def test_outbox_with_the_callers_session_commits_its_rows_and_events_atomically(
         session.commit()
     assert orders(host_engine) == ["order-1"]
     assert feed(store) == [(1, "s-2", "session_fault"), (2, "s-1", "session_fault")]
-    with pytest.raises(SessionJournalError, match="has ended"):
+    with pytest.raises(UnitOfWorkEnded, match="has ended"):
         uow.events.append("s-1", 1, fault("after the commit"))
+
+
+def test_a_bound_unit_of_work_leaves_the_commit_to_its_caller(
+    store: Store, host_engine: sa.Engine
+) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    with Session(host_engine) as session:
+        uow = store.bind(session)
+        uow.events.append("s-1", 1_700_000_000_000, fault("kept"))
+        with pytest.raises(CallerCommits, match=r"Session.commit\(\) or Connection.commit\(\)"):
+            uow.commit()
+        session.commit()
+    assert feed(store) == [(1, "s-1", "session_fault")]
 
 
 def test_outbox_rollback_writes_nothing_and_takes_no_seq(
@@ -281,7 +298,7 @@ def test_events_that_cannot_be_inserted_at_commit_fail_the_commit_and_nothing_co
         session.rollback()
     assert (orders(host_engine), feed(store), store.events.latest_seq()) == ([], [], 0)
     assert store.sessions.get("s-1") is not None
-    with pytest.raises(SessionJournalError, match="has ended"):
+    with pytest.raises(UnitOfWorkEnded, match="has ended"):
         uow.events.append("s-1", 1, fault("retry"))
 
 
@@ -537,10 +554,10 @@ def test_a_write_without_uow_from_the_thread_holding_a_bound_transaction_is_refu
     with host_engine.connect() as connection:
         uow = store.bind(connection)
         store.sessions.save(SessionFactory(id="s-1", last_error="locked by the outbox"), uow=uow)
-        with pytest.raises(SessionJournalError, match=r"holds a transaction bound .*uow="):
+        with pytest.raises(BoundTransactionOpen, match=r"holds a transaction bound .*uow="):
             store.faults.record_startup_fault("s-1", "forgot uow=")
         with (
-            pytest.raises(SessionJournalError, match="holds a transaction bound"),
+            pytest.raises(BoundTransactionOpen, match="holds a transaction bound"),
             store.unit_of_work(),
         ):
             pass
@@ -594,9 +611,9 @@ def test_the_repositories_of_an_ended_bound_unit_of_work_refuse_to_write(
     with host_engine.connect() as connection:
         uow = store.bind(connection)
         connection.commit()
-        with pytest.raises(SessionJournalError, match="has ended \\(its transaction committed\\)"):
+        with pytest.raises(UnitOfWorkEnded, match="has ended \\(its transaction committed\\)"):
             uow.sessions.upsert(SessionFactory(id="late"))
-        with pytest.raises(SessionJournalError, match="has ended"):
+        with pytest.raises(UnitOfWorkEnded, match="has ended"):
             uow.activity.put("late", ActivityFactory().model_dump_json())
         connection.commit()
     assert store.sessions.get("late") is None
@@ -615,7 +632,7 @@ def test_a_journal_writer_indexing_into_the_store_refuses_to_flush_inside_a_boun
         writer.send(JournalEnvelopeFactory(seq=1))
         with host_engine.connect() as connection:
             store.bind(connection)
-            with pytest.raises(SessionJournalError, match=r"flush\(\) of a journal writer"):
+            with pytest.raises(WriteInsideUnitOfWork, match=r"flush\(\) of a journal writer"):
                 writer.flush()
             connection.rollback()
         assert writer.flush().persisted

@@ -21,13 +21,13 @@ import sqlalchemy as sa
 
 from session_journal import (
     LifecycleConflict,
-    SessionJournalError,
     SessionNotFound,
     SessionState,
     StorageError,
     Store,
     StoreClosed,
     UnitOfWork,
+    WriteInsideUnitOfWork,
 )
 from session_journal import write_path as write_path_module
 from tests.factories import SessionFactory, SessionFaultFactory
@@ -405,14 +405,14 @@ def test_a_write_started_from_a_function_the_write_path_runs_is_refused(store: S
     def nested(uow: UnitOfWork) -> None:
         store.faults.record_startup_fault("a", "from inside")
 
-    with pytest.raises(SessionJournalError, match="inside a unit of work of the same store"):
+    with pytest.raises(WriteInsideUnitOfWork, match="inside a unit of work of the same store"):
         store.run_in_unit_of_work(nested)
     calls = [
         lambda: store.run_in_unit_of_work(nested),
         lambda: store.faults.record_startup_fault("a", "ok"),
     ]
     with one_batch(store, calls) as callers:
-        assert isinstance(callers[0].outcome, SessionJournalError)
+        assert isinstance(callers[0].outcome, WriteInsideUnitOfWork)
         assert callers[1].outcome is True
     assert bodies(store) == [SessionFaultFactory(message="ok")]
 

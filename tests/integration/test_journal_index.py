@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from session_journal import InvalidRecord, SessionJournalError, StorageError, Store
+from session_journal import InvalidRecord, StorageError, Store, WriteInsideUnitOfWork
 from session_journal.journal import (
     IndexRow,
     JournalWriter,
@@ -251,7 +251,7 @@ def test_flushing_inside_a_unit_of_work_of_the_index_is_refused(
     store: Store, tmp_path: Path
 ) -> None:
     writer = JournalWriter(tmp_path / "s", index=store.index, session_id="s")
-    with store.unit_of_work(), pytest.raises(SessionJournalError, match="would wait forever"):
+    with store.unit_of_work(), pytest.raises(WriteInsideUnitOfWork, match="would wait forever"):
         writer.flush()
     writer.close()
 

@@ -21,11 +21,11 @@ from sqlalchemy.orm import Session
 from session_journal import (
     IntegrityViolation,
     LifecycleConflict,
-    SessionJournalError,
     SessionState,
     StorageError,
     Store,
     UnitOfWork,
+    UnitOfWorkEnded,
 )
 from tests.factories import SessionFactory
 
@@ -406,5 +406,5 @@ def test_removing_without_sessions_dir_deletes_no_directory(
         store.sessions.remove_ended(["s-1"], uow=uow)
         uow.commit()
     assert (stored(store, "s-1"), directories(sessions_dir)) == ((False, 0), ["s-1"])
-    with pytest.raises(SessionJournalError, match="has ended"):
+    with pytest.raises(UnitOfWorkEnded, match="has ended"):
         uow.after_commit(lambda: None)

@@ -114,7 +114,7 @@ def test_sqlite_works_and_never_imports_psycopg(
 def test_a_postgresql_url_says_which_extra_to_install(without_psycopg: WithoutPsycopg) -> None:
     done = without_psycopg.run("-c", POSTGRESQL_SCENARIO, POSTGRESQL_URL)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("SessionJournalError PostgreSQL needs psycopg, which cannot be ")
+    assert done.stdout.startswith("MissingDependency PostgreSQL needs psycopg, which cannot be ")
     assert done.stdout.endswith(": install session-journal[postgresql]\n")
     assert without_psycopg.attempted()  # the shim refused it: psycopg is installed here
 

@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from session_journal import (
     OutcomeReason,
     SessionFault,
-    SessionJournalError,
     StorageError,
     Store,
     StoreOptions,
+    WriteInsideUnitOfWork,
 )
 from session_journal.unit_of_work import UnitOfWork
 from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
@@ -41,7 +41,7 @@ def test_a_sqlite_writer_that_waits_past_the_busy_timeout_gets_a_storage_error(
 
 def test_a_service_called_inside_a_unit_of_work_is_refused(store: Store) -> None:
     store.sessions.save(SessionFactory(id="s"))
-    with store.unit_of_work() as uow, pytest.raises(SessionJournalError, match="inside a unit"):
+    with store.unit_of_work() as uow, pytest.raises(WriteInsideUnitOfWork, match="inside a unit"):
         store.faults.record_startup_fault("s", "boom")
     del uow
     assert store.faults.record_startup_fault("s", "after")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from session_journal import SessionJournalError
+from session_journal import SessionJournalError, WriterClosed
 from session_journal.journal import (
     FlowEnd,
     FlowStatus,
@@ -115,7 +115,7 @@ def test_close_is_idempotent_and_send_after_close_is_refused(tmp_path: Path) -> 
     writer = JournalWriter(tmp_path)
     writer.close()
     writer.close()
-    with pytest.raises(SessionJournalError, match="closed"):
+    with pytest.raises(WriterClosed, match="closed"):
         writer.send(flow_start(1))
     assert writer.flush().persisted
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidRecord, SessionJournalError
+from ..errors import InvalidRecord, WriteInsideUnitOfWork, WriterClosed
 from ..json_text import compact_json
 from ..validation import require_id
 from .extract import event_kind
@@ -103,7 +103,7 @@ class JournalWriter:
         if isinstance(max_buffered, bool) or not isinstance(max_buffered, int) or max_buffered < 1:
             raise InvalidRecord(f"max_buffered must be a positive integer, got {max_buffered!r}")
         if index is not None and session_id is None:
-            raise SessionJournalError("a writer with an index needs the session_id to index")
+            raise InvalidRecord("a writer with an index needs the session_id to index")
         self.session_dir = Path(session_dir)
         self.session_dir.mkdir(parents=True, exist_ok=True)
         self.events_path = self.session_dir / EVENTS_FILE
@@ -142,7 +142,9 @@ class JournalWriter:
         """Queue an envelope for writing (it is serialised on the writer's thread)."""
         with self._state_lock:  # never queued behind the close: it would be lost
             if self._closed:
-                raise SessionJournalError(f"the writer of {self.events_path} is closed")
+                raise WriterClosed(
+                    f"the writer of {self.events_path} is closed; open a new JournalWriter"
+                )
             self._queue.put(envelope)
 
     def flush(self) -> FlushResult:
@@ -186,9 +188,9 @@ class JournalWriter:
     def _refuse_inside_a_unit_of_work(self, action: str) -> None:
         # The index thread would wait for the write lock that this thread holds.
         if self._index is not None and self._index.writing_in_this_thread():
-            raise SessionJournalError(
+            raise WriteInsideUnitOfWork(
                 f"{action}() of a journal writer inside a unit of work of its index's store "
-                "would wait forever for the index"
+                "would wait forever for the index; call it after the block"
             )
 
     def __enter__(self) -> JournalWriter:

@@ -18,7 +18,7 @@ from ..api_events import (
 )
 from ..config import StoreOptions
 from ..db import translate_errors
-from ..errors import InvalidRecord, PermanentStorageError, SessionJournalError, SessionNotFound
+from ..errors import InvalidRecord, PermanentStorageError, SessionNotFound, UnitOfWorkEnded
 from ..models import (
     ApiEventRow,
     EventSequenceRow,
@@ -249,10 +249,11 @@ class EventRepository:
         self._sessions_seen.clear()
 
     def check_open(self, action: str) -> None:
-        """`SessionJournalError` if the transaction has ended (see `end`)."""
+        """`UnitOfWorkEnded` if the transaction has ended (see `end`)."""
         if self._ended is not None:
-            raise SessionJournalError(
-                f"{action}: this unit of work has ended ({self._ended}); nothing was written"
+            raise UnitOfWorkEnded(
+                f"{action}: this unit of work has ended ({self._ended}); nothing was written; "
+                "open a new one (store.unit_of_work()) to write"
             )
 
     def append(self, session_id: str, recorded_at_ms: int, body: str) -> None:

@@ -1,0 +1,76 @@
+"""The error tree (issue 24): every class in `session_journal.errors` is exported, documented,
+listed in the README's errors table and pickles; misuse raises a `UsageError` subclass, never the
+bare base class."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+import session_journal
+from session_journal import errors
+
+SRC = Path(session_journal.__file__).parent
+README = SRC.parents[1] / "README.md"
+CLASSES = [
+    value
+    for _, value in inspect.getmembers(errors, inspect.isclass)
+    if value.__module__ == errors.__name__
+]
+USAGE = {
+    "UnitOfWorkEnded",
+    "WriteInsideUnitOfWork",
+    "BoundTransactionOpen",
+    "CallerCommits",
+    "WriterClosed",
+    "PruneRefused",
+    "DemoRefused",
+}
+
+
+@pytest.mark.parametrize("error", CLASSES, ids=lambda error: error.__name__)
+def test_every_error_is_exported_documented_and_in_the_readme_table(error: type) -> None:
+    assert issubclass(error, errors.SessionJournalError)
+    assert error.__name__ in session_journal.__all__
+    assert getattr(session_journal, error.__name__) is error
+    assert error.__doc__ and error.__doc__.strip()
+    cells = re.findall(r"^\| ([^|]+) \|", README.read_text(encoding="utf-8"), flags=re.M)
+    named = {name for cell in cells for name in re.findall(r"`(\w+)`", cell.split(" (")[0])}
+    assert error.__name__ in named or error is errors.SessionJournalError
+
+
+def test_each_kind_of_misuse_is_a_usage_error() -> None:
+    kinds = {error.__name__ for error in CLASSES if issubclass(error, errors.UsageError)}
+    assert kinds == USAGE | {"UsageError"}
+    assert issubclass(errors.MissingDependency, ImportError)
+    assert not issubclass(errors.MissingDependency, errors.UsageError)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(USAGE | {"CallWithdrawn", "MissingDependency", "JournalDamaged", "UsageError"})
+)
+def test_the_new_errors_pickle_with_their_message(name: str) -> None:
+    error = getattr(errors, name)(f"{name}: what to do instead")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error)
+    assert str(copy) == str(error)
+
+
+def test_call_withdrawn_is_the_one_of_the_write_path() -> None:
+    from session_journal import write_path
+
+    assert write_path.CallWithdrawn is session_journal.CallWithdrawn
+
+
+def test_no_module_raises_the_bare_base_class() -> None:
+    raising = [
+        f"{path.relative_to(SRC)}:{number}"
+        for path in sorted(SRC.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\braise SessionJournalError\(", line)
+    ]
+    assert raising == []
