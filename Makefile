@@ -27,7 +27,8 @@ run: $(STAMP) ## migrate the default SQLite database, run the demo, which prints
 test: $(STAMP) ## run the whole suite on SQLite and PostgreSQL
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# One backend: `make test PYTEST_ARGS='-m sqlite'` (or postgresql); a second -m replaces the
+# Without PostgreSQL: `make test PYTEST_ARGS='-m sqlite'` (every test that needs no server, unit
+# tests included); `-m postgresql` is the PostgreSQL half only. A second -m replaces the
 # first, so a fast run on one backend is `.venv/bin/python -m pytest -m 'sqlite and not slow and
 # not reliability'`.
 test-fast: $(STAMP) ## the suite without the slow and reliability tests, for edit-test loops

@@ -2,7 +2,9 @@
 
 `url` is an empty database (for the tests of migrations and of the schema check); `migrated_url`
 and `store` are a copy of a database migrated once per run (`sqlite_template`,
-`postgresql_template`). `-m sqlite` and `-m postgresql` select a backend.
+`postgresql_template`). `-m postgresql` selects the tests that run on PostgreSQL, `-m sqlite`
+every other test: the SQLite half of each integration test and every test that needs no database
+server (unit tests included), see `pytest_collection_modifyitems`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ BACKENDS = [
     pytest.param("sqlite", marks=pytest.mark.sqlite),
     pytest.param("postgresql", marks=pytest.mark.postgresql),
 ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs: `postgresql` if it runs on PostgreSQL (through the
+    `backend` fixture, also when a module parametrizes it to "postgresql" alone), else `sqlite`:
+    `-m sqlite` is every test that runs without a PostgreSQL server."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgresql = callspec is not None and callspec.params.get("backend") == "postgresql"
+        if on_postgresql or item.get_closest_marker("postgresql"):
+            if not item.get_closest_marker("postgresql"):
+                item.add_marker(pytest.mark.postgresql)
+        elif not item.get_closest_marker("sqlite"):
+            item.add_marker(pytest.mark.sqlite)
 
 
 @pytest.fixture(params=BACKENDS)
