@@ -57,6 +57,7 @@ from .write_path import WITHDRAWAL, Withdrawal
 
 P = ParamSpec("P")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., object])
 S = TypeVar("S")
 
 DEFAULT_THREADS = 32
@@ -145,9 +146,31 @@ def _awaitable(
         bound: Callable[P, T] = getattr(self._service, name)
         return await self._workers.run(bound, *args, **kwargs)
 
-    call.__name__ = call.__qualname__ = name
+    # The sync method's name, parameters and annotations, for `inspect.signature`, `help()`,
+    # `typing.get_type_hints` and docs generators (`__wrapped__` gives them its module's names).
+    call.__name__ = name
+    call.__qualname__ = method.__qualname__.replace(
+        _type_name(method), f"Async{_type_name(method)}"
+    )
     call.__doc__ = f"Awaitable `{method.__qualname__}`: {method.__doc__ or ''}"
+    call.__annotations__ = dict(method.__annotations__)
+    call.__wrapped__ = method  # type: ignore[attr-defined]
     return call
+
+
+def _with_doc_of(method: Callable[..., object]) -> Callable[[F], F]:
+    """Append the docstring of the sync `method` to a hand-written twin's own."""
+
+    def decorate(twin: F) -> F:
+        twin.__doc__ = f"{twin.__doc__ or ''}\n\n{method.__qualname__}: {method.__doc__ or ''}"
+        return twin
+
+    return decorate
+
+
+def _type_name(method: Callable[..., object]) -> str:
+    """The class part of a method's qualified name (`SessionService` of `SessionService.get`)."""
+    return method.__qualname__.rpartition(".")[0]
 
 
 class AsyncSessionService(_Service[SessionService]):
@@ -410,6 +433,7 @@ class AsyncEventService(_Service[EventService]):
     plan_prune = _awaitable(EventService.plan_prune)
     prune = _awaitable(EventService.prune)
 
+    @_with_doc_of(EventService.wait)
     @validate_arguments()
     async def wait(
         self,
@@ -436,6 +460,7 @@ class AsyncEventService(_Service[EventService]):
             raise StoreClosed("wait for events: the store was closed")
         return last  # empty; its cursor follows `load`'s rules
 
+    @_with_doc_of(EventService.wait_json)
     @validate_arguments()
     async def wait_json(
         self,
@@ -448,11 +473,13 @@ class AsyncEventService(_Service[EventService]):
         """`EventService.wait_json`, awaited: `wait`'s page as its JSON (UTF-8)."""
         return self._service._json_of(await self.wait(filter, after_seq, limit, timeout=timeout))
 
+    @_with_doc_of(EventService.event_json)
     def event_json(self, event: ApiEvent) -> bytes:
         """`EventService.event_json` (a plain call: it reads no database): one event's JSON,
         from the followers' window when the event came from it."""
         return self._service.event_json(event)
 
+    @_with_doc_of(EventService.follow)
     @validate_arguments()
     def follow(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import typing
 
 import pytest
 
@@ -55,3 +56,23 @@ def test_an_async_follower_is_awaitable_an_async_iterator_and_an_async_context_m
     for hook in ("__anext__", "__aenter__", "__aexit__"):
         assert inspect.iscoroutinefunction(getattr(follower, hook)), hook
     assert not inspect.iscoroutinefunction(follower.__await__)
+
+
+@pytest.mark.parametrize(("sync", "asynchronous"), PAIRS)
+def test_every_awaitable_shows_the_sync_parameters_and_docstring(
+    sync: type, asynchronous: type
+) -> None:
+    for name, member in vars(sync).items():
+        if not callable(member) or name.startswith("_") or name in NOT_CALLS:
+            continue
+        method = getattr(asynchronous, name)
+        mine, theirs = inspect.signature(method), inspect.signature(member)
+        assert list(mine.parameters.values()) == list(theirs.parameters.values()), name
+        if name not in ("follow", "wait", "wait_json"):  # these may differ in return only
+            assert mine.return_annotation == theirs.return_annotation, name
+        assert method.__doc__ and (member.__doc__ or "").strip() in method.__doc__, name
+        assert method.__qualname__ == f"{asynchronous.__name__}.{name}"
+        assert "args" not in mine.parameters and "kwargs" not in mine.parameters
+        assert typing.get_type_hints(method).keys() >= typing.get_type_hints(member).keys() - {
+            "return"
+        }
