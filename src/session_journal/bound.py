@@ -57,6 +57,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
 from . import driver
+from ._compat import engine_isolation_level, savepoint_count
 from .db import translate_errors
 from .errors import InvalidRecord
 from .unit_of_work import NOTHING_DONE, UnitOfWork, WorkMark, run_after_commit
@@ -222,7 +223,7 @@ def _autocommit(connection: sa.Connection) -> bool:
     transactions sets it and emits `BEGIN` itself, as the store does.)"""
     level = connection.get_execution_options().get("isolation_level")
     if level is None:  # set by create_engine(isolation_level=...), if at all
-        level = getattr(connection.dialect, "_on_connect_isolation_level", None)
+        level = engine_isolation_level(connection.dialect)
     if level == "AUTOCOMMIT":
         return True
     raw = connection.connection.dbapi_connection
@@ -281,7 +282,7 @@ def _on_savepoint(connection: sa.Connection, name: str | None) -> None:
     binding = _live(connection)
     if binding is not None:
         if name is None:  # SQLAlchemy names it after this event: sa_savepoint_<its count + 1>
-            count = getattr(connection, "_Connection__savepoint_seq", None)
+            count = savepoint_count(connection)
             name = None if count is None else f"sa_savepoint_{count + 1}"
         binding.savepoints.append((name, binding.uow.mark()))
 

@@ -35,6 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import AdaptedConnection, Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ._compat import positional_order
+
 _BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"  # SQLite writers take the write lock up front
 
 
@@ -86,8 +88,8 @@ def _compiled(
     """The SQL text, the order of positional parameters (None for named ones) and the values of
     the statement's constant binds."""
     compiled = statement.compile(dialect=dialect)  # type: ignore[attr-defined]
-    assert isinstance(compiled, SQLCompiler) and not compiled.escaped_bind_names
-    positions = None if compiled.positiontup is None else tuple(compiled.positiontup)
+    assert isinstance(compiled, SQLCompiler)
+    positions = positional_order(compiled)
     return compiled.string, positions, dict(compiled.construct_params(_check=False))
 
 

@@ -410,8 +410,9 @@ _PLANNING_COMMANDS = frozenset({"upgrade", "downgrade"})
 def _planned_steps(context: MigrationContext) -> list[RevisionStep]:
     """The steps Alembic is about to run, from the database's revision (offline: FROM), for an
     upgrade or a downgrade; none for any other command (`current`, `stamp`, `check`).
-    `_migrations_fn` is how Alembic's own `run_migrations` gets them."""
-    plan = context._migrations_fn
+    `opts["fn"]`, the function given to `configure(fn=...)`, is what Alembic's own
+    `run_migrations` calls for them."""
+    plan = context.opts.get("fn")
     if (
         plan is None
         or getattr(plan, "__module__", None) != command.__name__
