@@ -25,8 +25,8 @@ import sqlalchemy as sa
 from . import maintenance, migrations
 from .api_events import EVENT_TYPES, ApiEventFilter
 from .clock import now_ms
-from .config import StoreOptions, resolve_url
-from .db import check_url, create_engine, require_database
+from .config import resolve_url
+from .db import check_url, require_database
 from .demo import DEMO_SESSIONS, run_demo
 from .errors import DemoRefused, InvalidRecord, JournalDamaged, PruneRefused, SessionJournalError
 from .journal.search import MAX_SEARCH_LIMIT
@@ -463,13 +463,8 @@ def shown_url(url: str) -> str:
 
 
 def _status(url: str) -> migrations.SchemaStatus:
-    options = StoreOptions.from_env()
     require_database(url)  # a read-only command never creates a database
-    engine = create_engine(url, options, role="reader")
-    try:
-        return migrations.status(engine)
-    finally:
-        engine.dispose()
+    return migrations.status_at(url, role="reader")
 
 
 def _events(url: str, args: argparse.Namespace) -> int:

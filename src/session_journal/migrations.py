@@ -300,6 +300,19 @@ def status(engine: Engine) -> SchemaStatus:
     return SchemaStatus(revision, level, minimum, usable, verdict, table)
 
 
+def status_at(
+    url: str, options: StoreOptions | None = None, *, role: str = "inspector"
+) -> SchemaStatus:
+    """`status` of the database at `url`, read through a one-shot engine of `role` disposed
+    before it returns (the "engine, status, dispose" of every command that only needs the
+    revision; the CLI's read-only commands read as the store's "reader", with its timeouts)."""
+    engine = create_engine(url, options or StoreOptions.from_env(), role=role)
+    try:
+        return status(engine)
+    finally:
+        engine.dispose()
+
+
 def verify(engine: Engine) -> SchemaStatus:
     """Raise `SchemaOutOfDate` or `IncompatibleSchema` unless this code may use the database."""
     found = status(engine)
@@ -315,11 +328,15 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
     know (a database migrated by newer code). An unknown target is an `InvalidRecord`, before
     anything runs."""
     check_upgrade_target(revision)
-    engine = create_engine(url, options or StoreOptions.from_env(), role="inspector")
-    try:
-        current = status(engine).revision
-    finally:
-        engine.dispose()
+    upgrade_from(url, status_at(url, options).revision, revision, options)
+
+
+def upgrade_from(
+    url: str, current: str | None, revision: str = "head", options: StoreOptions | None = None
+) -> None:
+    """`upgrade` of a database whose revision the caller has just read (`current`, by
+    `status`): `Store.open(upgrade=True)` reads it on the store's reader, so no engine is made
+    to read it again."""
     if current is not None and not is_known(current):
         raise IncompatibleSchema(
             f"database revision {current} is newer than this code (head {head()}); "
@@ -364,11 +381,7 @@ def downgrade(
             f"cannot migrate to {revision!r}: no revision given; nothing was changed"
         )
     require_database(url)
-    engine = create_engine(url, options or StoreOptions.from_env(), role="inspector")
-    try:
-        current = status(engine).revision
-    finally:
-        engine.dispose()
+    current = status_at(url, options).revision
     config = alembic_config(url)
     # Checked by env.py once it holds the migration lock, so no upgrade slips in between.
     config.attributes["allow_data_loss"] = allow_data_loss
@@ -533,11 +546,7 @@ def _database_revision(url: str, options: StoreOptions | None) -> tuple[str | No
     """The revision of the database at `url` (which must exist) and the table it is recorded
     in, refusing a revision newer than this code."""
     require_database(url)
-    engine = create_engine(url, options or StoreOptions.from_env(), role="inspector")
-    try:
-        found = status(engine)
-    finally:
-        engine.dispose()
+    found = status_at(url, options)
     current = found.revision
     if current is not None and not is_known(current):
         raise IncompatibleSchema(
@@ -580,13 +589,10 @@ def revisions() -> list[RevisionInfo]:
 
 def _current_revision(url: str) -> str:
     """Where the database is, in words: at a revision, at none, or unreadable."""
-    engine = create_engine(url, StoreOptions.from_env(), role="inspector")
     try:
-        revision = status(engine).revision
+        revision = status_at(url).revision
     except SessionJournalError:
         return "the database cannot be read"
-    finally:
-        engine.dispose()
     return _where(revision)
 
 

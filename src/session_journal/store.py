@@ -63,7 +63,7 @@ class Store:
             if upgrade:
                 current = migrations.status(database.reader).revision
                 if current is None or migrations.is_known(current):
-                    migrations.upgrade(url, options=options)
+                    migrations.upgrade_from(url, current, options=options)
             schema = migrations.verify(database.reader)
         except BaseException:
             database.dispose()
