@@ -83,7 +83,7 @@ class Database:
 
     def _own(self, uow: object, action: str) -> UnitOfWork:
         """`uow` if it is a live unit of work of this store; `InvalidRecord` (not a unit of
-        work, or another store's) or `SessionJournalError` (its transaction ended) otherwise."""
+        work, or another store's) or `UnitOfWorkEnded` (its transaction ended) otherwise."""
         self._check_open(action)
         if not isinstance(uow, UnitOfWork):
             raise InvalidRecord(

@@ -145,18 +145,21 @@ class JournalDamaged(SessionJournalError):
 
 class UsageError(SessionJournalError):
     """The package was used in a way it refuses (the subclass says which); the message says
-    what to do instead. Nothing was written."""
+    what to do instead. The refused call wrote nothing."""
 
 
 class UnitOfWorkEnded(UsageError):
     """A repository of a unit of work was used after the unit of work ended (committed, rolled
-    back, or its block or batch over): open a new one (`store.unit_of_work()`)."""
+    back, or its block or batch over): use a new one (`store.unit_of_work()`, or `store.bind`
+    of the next transaction)."""
 
 
 class WriteInsideUnitOfWork(UsageError):
-    """A write through the store (or a journal writer's flush or close waiting for its index)
-    was started in a thread that holds the store's write path in a unit of work: it would wait
-    for itself. Use the unit of work's repositories (or flush outside the block)."""
+    """A write through the store was started in a thread that holds the store's write path in
+    a unit of work (a `unit_of_work()` block, a function the write path runs): it would wait
+    for itself; use the unit of work's repositories. Also a journal writer's flush or close in a
+    thread inside any unit of work of its index's store, a bound transaction included (it
+    would wait for the index): call it after that unit of work ends."""
 
 
 class BoundTransactionOpen(UsageError):
@@ -181,4 +184,5 @@ class PruneRefused(UsageError):
 
 class DemoRefused(UsageError):
     """`session-journal demo` was pointed at a database holding sessions the demo did not
-    create: run it on another database, or pass `--into-existing`."""
+    create: run it on another database, or pass `--into-existing`. No demo session was
+    written (the database may have been migrated first: the demo opens it with `upgrade=True`)."""

@@ -393,7 +393,7 @@ class UnitOfWork:
     `commit()` asks the write path to commit (in a batch: keeps the function's work); a unit of
     work bound to the caller's transaction has no `commit()` of its own: the caller commits.
     Once its transaction ends, a unit of work refuses further appends and service calls
-    (`SessionJournalError`): an event queued then would never receive a seq."""
+    (`UnitOfWorkEnded`): an event queued then would never receive a seq."""
 
     def __init__(
         self,
@@ -461,7 +461,7 @@ class UnitOfWork:
 
     def end(self, reason: str) -> None:
         """Its transaction is over (`reason` says how): appends, service calls and its
-        repositories' reads and writes are refused from now on (`SessionJournalError`), rather
+        repositories' reads and writes are refused from now on (`UnitOfWorkEnded`), rather
         than run outside the transaction they were given for; events still queued and callbacks
         still waiting for a commit are dropped (their transaction did not commit)."""
         self.events.end(reason)
@@ -547,7 +547,8 @@ class _EndedConnection:
     def __getattr__(self, name: str) -> object:
         raise UnitOfWorkEnded(
             f"this unit of work has ended ({self._reason}); its repositories no longer read or "
-            "write, and nothing was written; open a new one (store.unit_of_work())"
+            "write, and nothing was written; use a new one (store.unit_of_work(), or "
+            "store.bind of the next transaction)"
         )
 
 

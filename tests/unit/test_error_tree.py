@@ -38,9 +38,20 @@ def test_every_error_is_exported_documented_and_in_the_readme_table(error: type)
     assert error.__name__ in session_journal.__all__
     assert getattr(session_journal, error.__name__) is error
     assert error.__doc__ and error.__doc__.strip()
-    cells = re.findall(r"^\| ([^|]+) \|", README.read_text(encoding="utf-8"), flags=re.M)
-    named = {name for cell in cells for name in re.findall(r"`(\w+)`", cell.split(" (")[0])}
-    assert error.__name__ in named or error is errors.SessionJournalError
+    assert error.__name__ in errors_table() or error is errors.SessionJournalError
+
+
+def errors_table() -> set[str]:
+    """The classes named in the first column of the README's errors table: its rows, from the
+    header to the first line that is not a row (a blank line would end the table)."""
+    lines = README.read_text(encoding="utf-8").split("### Errors\n", 1)[1].splitlines()
+    start = lines.index("| error | when |")
+    named: set[str] = set()
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        named.update(re.findall(r"`(\w+)`", line.split(" | ")[0].split(" (")[0]))
+    return named
 
 
 def test_each_kind_of_misuse_is_a_usage_error() -> None:

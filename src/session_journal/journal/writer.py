@@ -190,7 +190,9 @@ class JournalWriter:
         if self._index is not None and self._index.writing_in_this_thread():
             raise WriteInsideUnitOfWork(
                 f"{action}() of a journal writer inside a unit of work of its index's store "
-                "would wait forever for the index; call it after the block"
+                "(a unit_of_work() block, a function the write path runs, or a transaction "
+                "bound with store.bind) would wait forever for the index; call it after that "
+                "unit of work ends"
             )
 
     def __enter__(self) -> JournalWriter:

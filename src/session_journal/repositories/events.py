@@ -253,7 +253,7 @@ class EventRepository:
         if self._ended is not None:
             raise UnitOfWorkEnded(
                 f"{action}: this unit of work has ended ({self._ended}); nothing was written; "
-                "open a new one (store.unit_of_work()) to write"
+                "use a new one (store.unit_of_work(), or store.bind of the next transaction)"
             )
 
     def append(self, session_id: str, recorded_at_ms: int, body: str) -> None:
