@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from . import maintenance, migrations
 from .api_events import EVENT_TYPES, ApiEventFilter
 from .clock import now_ms
-from .config import resolve_url
+from .config import StoreOptions, resolve_url
 from .db import check_url, require_database
 from .demo import DEMO_SESSIONS, run_demo
 from .errors import DemoRefused, InvalidRecord, JournalDamaged, PruneRefused, SessionJournalError
@@ -463,8 +463,9 @@ def shown_url(url: str) -> str:
 
 
 def _status(url: str) -> migrations.SchemaStatus:
+    options = StoreOptions.from_env()  # bad settings are named before the URL is looked at
     require_database(url)  # a read-only command never creates a database
-    return migrations.status_at(url, role="reader")
+    return migrations.status_at(url, options, role="reader")
 
 
 def _events(url: str, args: argparse.Namespace) -> int:
