@@ -149,9 +149,7 @@ def _awaitable(
     # The sync method's name, parameters and annotations, for `inspect.signature`, `help()`,
     # `typing.get_type_hints` and docs generators (`__wrapped__` gives them its module's names).
     call.__name__ = name
-    call.__qualname__ = method.__qualname__.replace(
-        _type_name(method), f"Async{_type_name(method)}"
-    )
+    call.__qualname__ = f"Async{method.__qualname__}"  # SessionService.get: AsyncSessionService.get
     call.__doc__ = f"Awaitable `{method.__qualname__}`: {method.__doc__ or ''}"
     call.__annotations__ = dict(method.__annotations__)
     call.__wrapped__ = method  # type: ignore[attr-defined]
@@ -166,11 +164,6 @@ def _with_doc_of(method: Callable[..., object]) -> Callable[[F], F]:
         return twin
 
     return decorate
-
-
-def _type_name(method: Callable[..., object]) -> str:
-    """The class part of a method's qualified name (`SessionService` of `SessionService.get`)."""
-    return method.__qualname__.rpartition(".")[0]
 
 
 class AsyncSessionService(_Service[SessionService]):

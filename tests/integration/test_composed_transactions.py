@@ -187,24 +187,13 @@ def test_outbox_with_the_callers_session_commits_its_rows_and_events_atomically(
         store.sessions.save(SessionFactory(id="s-2", last_error="pull failed"), uow=uow)
         uow.events.append("s-1", 1_700_000_000_000, fault("order placed"))
         assert store.events.latest_seq() == 0  # seqs are taken at commit, not before
+        with pytest.raises(CallerCommits, match=r"Session.commit\(\) or Connection.commit\(\)"):
+            uow.commit()  # the caller's transaction: the caller commits it
         session.commit()
     assert orders(host_engine) == ["order-1"]
     assert feed(store) == [(1, "s-2", "session_fault"), (2, "s-1", "session_fault")]
     with pytest.raises(UnitOfWorkEnded, match="has ended"):
         uow.events.append("s-1", 1, fault("after the commit"))
-
-
-def test_a_bound_unit_of_work_leaves_the_commit_to_its_caller(
-    store: Store, host_engine: sa.Engine
-) -> None:
-    store.sessions.save(SessionFactory(id="s-1"))
-    with Session(host_engine) as session:
-        uow = store.bind(session)
-        uow.events.append("s-1", 1_700_000_000_000, fault("kept"))
-        with pytest.raises(CallerCommits, match=r"Session.commit\(\) or Connection.commit\(\)"):
-            uow.commit()
-        session.commit()
-    assert feed(store) == [(1, "s-1", "session_fault")]
 
 
 def test_outbox_rollback_writes_nothing_and_takes_no_seq(
