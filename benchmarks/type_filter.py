@@ -32,7 +32,7 @@ from _harness import bench_arguments, pg_conninfo, postgres_version
 
 from session_journal import ApiEventFilter, SessionFault, SessionRecord, Store, TurnStarted
 from session_journal.api_events import EVENT_DATA
-from session_journal.repositories.events import _page_query
+from session_journal.storage.repositories.events import _page_query
 
 PAGE = 1000
 RARE = TurnStarted(turn_id=1, command_id="c-1", started_at_ms=None).model_dump_json()

@@ -30,20 +30,16 @@ from session_journal import (
 from session_journal.api_events import EVENT_DATA, ApiEventData, StoredRow
 from session_journal.records import CheckpointOperation
 from session_journal.relay.state import TranscriptItem
-from session_journal.repositories import LogVersion, StoredLifecycle, StoredProjection
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
-from session_journal.unit_of_work import (
-    ReadContext,
-    Transactions,
-    WriteContext,
-    run_after_commit,
-)
-from session_journal.wakeups import CommitSignal
+from session_journal.storage.protocols import ReadContext, Transactions, WriteContext
+from session_journal.storage.repositories import LogVersion, StoredLifecycle, StoredProjection
+from session_journal.storage.unit_of_work import run_after_commit
+from session_journal.storage.wakeups import CommitSignal
 
 T = TypeVar("T")
 

@@ -71,8 +71,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` impor
     from .aio import AsyncFollower, AsyncStore
     from .migrations import SCHEMA_LEVEL
     from .services.events import Follower
+    from .storage.unit_of_work import UnitOfWork
     from .store import Store
-    from .unit_of_work import UnitOfWork
 
 # The names backed by the database layer: `__getattr__` imports them on first use.
 _DATABASE_NAMES = frozenset(
@@ -150,8 +150,9 @@ def __getattr__(name: str) -> Any:
     # (`store` imports the other two); the names are bound here, so this runs once.
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import aio, migrations, store, unit_of_work
+    from . import aio, migrations, store
     from .services import events
+    from .storage import unit_of_work
 
     globals().update(
         SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,

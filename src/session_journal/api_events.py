@@ -30,10 +30,10 @@ from pydantic import (
 )
 from pydantic_core import to_json
 
+from ._json_text import canonical_json
+from ._validation import Id
 from .elicitation import ElicitationRequest
 from .errors import InvalidRecord
-from .json_text import canonical_json
-from .validation import Id
 
 
 class OutcomeReason(StrEnum):

@@ -1,11 +1,6 @@
-"""The wall clock of stored events (a leaf module: no I/O, no database)."""
+"""The old path of `session_journal._clock`, kept for one release
+(see `session_journal._moved`)."""
 
-from __future__ import annotations
+from ._moved import alias
 
-import time
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds since the epoch: the `recorded_at_ms` of controller and relay
-    events, and the timestamps inside relay observations."""
-    return time.time_ns() // 1_000_000
+alias(__name__)

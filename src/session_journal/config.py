@@ -152,7 +152,7 @@ class StoreOptions:
     `busy_timeout_s` is how long a SQLite writer waits for another process's write lock.
     `max_body_bytes` bounds one encoded JSON body.
     `follow_window_events` and `follow_window_bytes` bound the followers' shared window of the
-    most recent events (`services/tail.py`): followers further behind read the database.
+    most recent events (`storage/tail.py`): followers further behind read the database.
     `reader_pool_size` is how many reader connections the store keeps open (both backends; up
     to `READER_POOL_OVERFLOW` more open under load and close when returned).
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from ._clock import now_ms
 from .api_events import ApiActivityDetails, ApiActivityKind, ApiActivityState, ApiEvent
-from .clock import now_ms
 from .elicitation import Accept, ElicitationRequest
 from .records import CheckpointMetadata, SessionRecord, SessionState
 from .relay import (

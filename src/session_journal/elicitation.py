@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from ._validation import describe
 from .errors import InvalidRecord
-from .validation import describe
 
 _PRIMITIVES = {"string", "number", "integer", "boolean"}
 

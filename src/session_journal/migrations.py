@@ -32,9 +32,7 @@ from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
-from . import backfill
 from .config import StoreOptions
-from .db import create_engine, error_detail, require_database, translate_errors
 from .errors import (
     DataLossRefused,
     IncompatibleSchema,
@@ -44,7 +42,9 @@ from .errors import (
     SchemaOutOfDate,
     SessionJournalError,
 )
-from .models import Base
+from .storage import backfill
+from .storage.engines import create_engine, error_detail, require_database, translate_errors
+from .storage.models import Base
 
 SCHEMA_LEVEL = 10
 """The schema level of this code's head revision (see `schema_compatibility`)."""

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from .validation import Id, Text
+from ._validation import Id, Text
 
 
 class SessionState(StrEnum):

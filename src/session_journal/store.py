@@ -12,8 +12,6 @@ from sqlalchemy.orm import Session
 
 from . import migrations
 from .config import StoreOptions, resolve_url
-from .database import Database
-from .db import check_url, require_database
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
@@ -22,7 +20,9 @@ from .services.faults import FaultService
 from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
-from .unit_of_work import UnitOfWork
+from .storage.database import Database
+from .storage.engines import check_url, require_database
+from .storage.unit_of_work import UnitOfWork
 
 T = TypeVar("T")
 

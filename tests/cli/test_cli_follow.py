@@ -114,7 +114,7 @@ def test_the_interrupt_handler_only_sets_a_flag(
         thread.join()
     out, err = capsys.readouterr()
     assert (code, out, err) == (0, "", "")
-    assert calls == ["_Interrupt.__call__"]
+    assert calls == ["Interrupt.__call__"]
     assert installed == [signal.SIGINT, signal.SIGTERM] * 2  # SIGTERM stops it alike
     assert handlers[1] is handlers[0]
     assert handlers[2:] == previous  # restored when the loop ended

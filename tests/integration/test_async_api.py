@@ -21,8 +21,8 @@ from session_journal import (
 )
 from session_journal.aio import SWEEP_S, AsyncFollower, AsyncStore
 from session_journal.journal.writer import JournalWriter
-from session_journal.unit_of_work import UnitOfWork
-from session_journal.wakeups import PostgresListener
+from session_journal.storage.unit_of_work import UnitOfWork
+from session_journal.storage.wakeups import PostgresListener
 from tests.factories import JournalEnvelopeFactory, SessionFactory
 
 T = TypeVar("T")
@@ -376,7 +376,7 @@ def test_a_failed_read_of_the_window_reaches_the_followers_of_a_session(
     migrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from session_journal import TransientStorageError
-    from session_journal.services.tail import SharedTail
+    from session_journal.storage.tail import SharedTail
 
     async def body(store: AsyncStore) -> None:
         await store.sessions.save(SessionFactory.build(id="a"))

@@ -16,12 +16,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-import session_journal.database
-import session_journal.db
 import session_journal.migrations
+import session_journal.storage.database
+import session_journal.storage.engines
 from session_journal import StorageError, Store, StoreOptions, TransientStorageError
-from session_journal.unit_of_work import UnitOfWork
-from session_journal.wakeups import PostgresListener
+from session_journal.storage.unit_of_work import UnitOfWork
+from session_journal.storage.wakeups import PostgresListener
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
 
@@ -122,7 +122,7 @@ def test_migrations_never_get_the_stores_connection_options(
     # builds its options from it. No "inspector": the store reads the revision on its reader
     # and hands it to the upgrade (`migrations.upgrade_from`), which makes no engine to read it.
     seen: dict[str, set[tuple[str, str | None, int]]] = {}
-    real = session_journal.db.create_engine
+    real = session_journal.storage.engines.create_engine
 
     def spy(url: str, options: StoreOptions, *, role: str) -> Engine:
         engine = real(url, options, role=role)
@@ -133,9 +133,11 @@ def test_migrations_never_get_the_stores_connection_options(
             )
         return engine
 
-    monkeypatch.setattr(session_journal.db, "create_engine", spy)  # env.py imports it here
+    monkeypatch.setattr(
+        session_journal.storage.engines, "create_engine", spy
+    )  # env.py imports it here
     monkeypatch.setattr(session_journal.migrations, "create_engine", spy)
-    monkeypatch.setattr(session_journal.database, "create_engine", spy)
+    monkeypatch.setattr(session_journal.storage.database, "create_engine", spy)
     monkeypatch.setenv("SESSION_JOURNAL_STATEMENT_TIMEOUT_S", "1.5")
     monkeypatch.setenv("SESSION_JOURNAL_CONNECT_TIMEOUT_S", "5")
     monkeypatch.setenv("SESSION_JOURNAL_READER_POOL_SIZE", "3")

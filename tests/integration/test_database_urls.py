@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import session_journal.db
+import session_journal.storage.engines
 from session_journal import AsyncStore, InvalidRecord, Store
 from tests.migrations.test_data_loss import alembic, minimal_ini
 
@@ -49,7 +49,7 @@ def no_engines(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("an engine was made")
 
-    monkeypatch.setattr(session_journal.db.sa, "create_engine", refuse)
+    monkeypatch.setattr(session_journal.storage.engines.sa, "create_engine", refuse)
 
 
 @pytest.mark.parametrize(("url", "message"), REFUSED)

@@ -29,7 +29,7 @@ from session_journal import (
     StoreClosed,
     StoreOptions,
 )
-from session_journal.wakeups import PostgresListener
+from session_journal.storage.wakeups import PostgresListener
 from tests.backends import pg_conninfo
 from tests.factories import SessionFactory, SessionFaultFactory
 

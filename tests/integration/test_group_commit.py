@@ -29,7 +29,7 @@ from session_journal import (
     UnitOfWork,
     WriteInsideUnitOfWork,
 )
-from session_journal import write_path as write_path_module
+from session_journal.storage import write_path as write_path_module
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
 

@@ -27,8 +27,8 @@ from session_journal import (
     Store,
 )
 from session_journal import api_events as api_events_module
-from session_journal.backfill import TO_MARK, mark_canonical_bodies
 from session_journal.demo import run_demo
+from session_journal.storage.backfill import TO_MARK, mark_canonical_bodies
 from tests.factories import SessionFactory
 from tests.helpers import append_raw, store_raw_body
 
@@ -182,7 +182,7 @@ def test_the_window_decodes_each_event_once_and_its_pages_share_frozen_events(
         decoded.extend(row[0] for row in rows)
         return decode_events(rows, texts)
 
-    monkeypatch.setattr("session_journal.services.tail.decode_events", counting)
+    monkeypatch.setattr("session_journal.storage.tail.decode_events", counting)
     with store.events.follow(after_seq=0) as one, store.events.follow(after_seq=0) as two:
         assert (one.next_page(timeout=0), two.next_page(timeout=0)) == (None, None)  # at the tail
         store.faults.record_startup_fault("s", "shared")

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from session_journal import ApiEventFilter, Store, TurnStarted
-from session_journal.repositories.events import _page_query
+from session_journal.storage.repositories.events import _page_query
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import append_raw
 

@@ -285,25 +285,27 @@ def test_the_ini_blocks_work_as_alembic_ini(url: str, tmp_path: Path) -> None:
 
 
 def _check_layout(block: Block) -> None:
-    """The Layout tree: every file and directory it names exists (descriptions aside)."""
-    directory = REPO
+    """The Layout tree: every file and directory it names exists (descriptions aside), each
+    under the directory named above it with less indent."""
+    parents = [(-1, REPO)]  # (indent, directory): the directories the next line may be in
     named = 0
     for number, line in block.lines():
         indent = len(line) - len(line.lstrip())
         if not line.strip() or indent > 10:  # a description continued from the line above
             continue
+        while parents[-1][0] >= indent:
+            parents.pop()
         names = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
         for name in (part.strip() for part in names.split(",")):
             if not name:
                 continue
-            base = REPO if indent == 0 else directory
-            path = base / name
+            path = parents[-1][1] / name
             assert path.exists(), (
                 f"README.md line {number}: {path.relative_to(REPO)} does not exist"
             )
             named += 1
-            if indent == 0 and name.endswith("/"):
-                directory = path
+            if name.endswith("/"):
+                parents.append((indent, path))
     assert named >= 20, f"{block.where}: the layout names only {named} paths"
 
 

@@ -28,7 +28,7 @@ from session_journal import (
 from session_journal.journal.search import IndexRow
 from session_journal.services import events as event_service
 from session_journal.services.events import PrunePlan
-from session_journal.unit_of_work import UnitOfWork
+from session_journal.storage.unit_of_work import UnitOfWork
 from tests.factories import (
     ActivityFactory,
     CheckpointMetadataFactory,

@@ -14,7 +14,7 @@ from session_journal.journal.index import (
     SearchTerm,
     parse_query,
 )
-from session_journal.repositories.project_events import (
+from session_journal.storage.repositories.project_events import (
     fts5_match,
     headline_tsquery_sql,
     tsquery_sql,

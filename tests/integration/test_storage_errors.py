@@ -15,7 +15,7 @@ from session_journal import (
     StoreOptions,
     TransientStorageError,
 )
-from session_journal.unit_of_work import UnitOfWork
+from session_journal.storage.unit_of_work import UnitOfWork
 from tests.backends import postgres_base_url
 from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
 from tests.helpers import bodies

@@ -16,7 +16,7 @@ from session_journal import (
     StoreOptions,
     WriteInsideUnitOfWork,
 )
-from session_journal.unit_of_work import UnitOfWork
+from session_journal.storage.unit_of_work import UnitOfWork
 from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
 
@@ -52,7 +52,7 @@ def test_an_activity_batch_that_fails_midway_writes_nothing(
 ) -> None:
     store.sessions.save(SessionFactory(id="a"))
     store.sessions.save(SessionFactory(id="b"))
-    from session_journal.repositories import ActivityRepository
+    from session_journal.storage.repositories import ActivityRepository
 
     original, calls = ActivityRepository.put, []
 

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from session_journal import InputRequired, Store, migrations
-from session_journal.backfill import TO_MARK
+from session_journal.storage.backfill import TO_MARK
 from tests.migrations.test_data_loss import alembic, minimal_ini
 from tests.migrations.test_pruned_through import read
 

@@ -37,7 +37,7 @@ import sqlalchemy as sa
 from alembic.script import ScriptDirectory
 
 from session_journal import Store, migrations
-from session_journal.backfill import TO_MARK
+from session_journal.storage.backfill import TO_MARK
 from tests.helpers import all_events
 from tests.reliability import children
 from tests.reliability.harness import (

@@ -27,8 +27,8 @@ from session_journal import (
     TurnResultKind,
     TurnStarted,
 )
+from session_journal._validation import check_id
 from session_journal.api_events import EVENT_DATA, decode_body, decode_events, event_texts
-from session_journal.validation import check_id
 
 
 def test_bodies_dump_wrapped_and_construct_by_field() -> None:

@@ -72,7 +72,7 @@ def test_the_new_errors_pickle_with_their_message(name: str) -> None:
 
 
 def test_call_withdrawn_is_the_one_of_the_write_path() -> None:
-    from session_journal import write_path
+    from session_journal.storage import write_path
 
     assert write_path.CallWithdrawn is session_journal.CallWithdrawn
 

@@ -21,12 +21,12 @@ SOURCE = Path(session_journal.__file__).parent
 PURE_TOP_LEVEL = [
     "errors",
     "config",
-    "validation",
+    "_validation",
     "records",
     "api_events",
     "elicitation",
-    "clock",
-    "json_text",
+    "_clock",
+    "_json_text",
     "content_blocks",
 ]
 
@@ -100,8 +100,8 @@ def test_the_lazy_names_are_the_real_ones() -> None:
     import session_journal.journal.index as old_index
     from session_journal import SCHEMA_LEVEL, Store, UnitOfWork, migrations
     from session_journal.services.index import ProjectIndex
+    from session_journal.storage.unit_of_work import UnitOfWork as UnitOfWorkClass
     from session_journal.store import Store as StoreClass
-    from session_journal.unit_of_work import UnitOfWork as UnitOfWorkClass
 
     assert (Store, UnitOfWork, SCHEMA_LEVEL) == (
         StoreClass,

@@ -18,10 +18,10 @@ from session_journal import (
     InvalidRecord,
     SessionRecord,
 )
-from session_journal.arguments import Int64, validate_arguments
+from session_journal._arguments import Int64, validate_arguments
+from session_journal._validation import Id
 from session_journal.relay import RelayEvent
-from session_journal.unit_of_work import ReadUnitOfWork, UnitOfWork
-from session_journal.validation import Id
+from session_journal.storage.unit_of_work import ReadUnitOfWork, UnitOfWork
 from tests.fakes import FakeServices
 
 SERVICE_ARGUMENT_MODELS = [SessionRecord, ApiEventFilter, ApiActivityState, RelayEvent]

@@ -19,8 +19,13 @@ from session_journal import (
     TransientStorageError,
     driver,
 )
-from session_journal import db as db_module
-from session_journal.db import is_conflict, storage_error, storage_error_type, translate_errors
+from session_journal.storage import engines as db_module
+from session_journal.storage.engines import (
+    is_conflict,
+    storage_error,
+    storage_error_type,
+    translate_errors,
+)
 
 
 def sqlite_error(name: str, kind: type[sqlite3.Error] = sqlite3.OperationalError) -> sqlite3.Error:

@@ -54,7 +54,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Final
 
-from ..json_text import compact_json
+from .._json_text import compact_json
 
 __all__ = ["REDACTED", "Redactor"]
 

@@ -1,7 +1,7 @@
 """What the project index stores and how it is searched, without a database: the row derived
 from each journal event, the search hit, and the parsing and bounds of a query. `ProjectIndex`
-(`services/index.py`) stores the rows and runs the searches; `repositories/project_events.py`
-turns the parsed terms into SQL.
+(`services/index.py`) stores the rows and runs the searches;
+`storage/repositories/project_events.py` turns the parsed terms into SQL.
 
 Queries are plain user text: words are ANDed, `"quoted phrases"` match as phrases, and anything
 else a user types (FTS operators, punctuation) is taken as text, never as query syntax.
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from .._validation import check_unicode
 from ..errors import InvalidRecord
-from ..validation import check_unicode
 from .envelope import JournalEnvelope
 from .extract import event_kind, extract_anchors, extract_text_content
 from .stats import EVENTS_FILE, complete_lines

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._json_text import compact_json
+from .._validation import require_id
 from ..errors import InvalidRecord, WriteInsideUnitOfWork, WriterClosed
-from ..json_text import compact_json
-from ..validation import require_id
 from .extract import event_kind
 from .index_feeder import IndexFeeder, IndexSink
 from .redaction import Redactor

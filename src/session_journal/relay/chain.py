@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..clock import now_ms
+from .._clock import now_ms
 from .observations import RelayEvent, RelayObservation, relay_event_digest
 from .state import MaterializedSession
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._json_text import canonical_json
 from ..api_events import OutcomeReason
 from ..content_blocks import ContentBlock
 from ..elicitation import ElicitationRequest
-from ..json_text import canonical_json
 
 RELAY_EVENT_FORMAT = 1
 

@@ -1,21 +1,6 @@
-"""Repositories: the only code that builds queries. They receive a connection from the unit of
-work, speak domain types, and never begin, commit or close anything."""
+"""The old path of `session_journal.storage.repositories`, kept for one release
+(see `session_journal._moved`)."""
 
-from .activity import ActivityRepository
-from .checkpoints import CheckpointRepository
-from .events import EventRepository, LogVersion
-from .project_events import ProjectEventRepository
-from .projection import ProjectionRepository, StoredProjection
-from .sessions import SessionRepository, StoredLifecycle
+from .._moved import alias
 
-__all__ = [
-    "ActivityRepository",
-    "CheckpointRepository",
-    "EventRepository",
-    "LogVersion",
-    "ProjectEventRepository",
-    "ProjectionRepository",
-    "SessionRepository",
-    "StoredLifecycle",
-    "StoredProjection",
-]
+alias(__name__)

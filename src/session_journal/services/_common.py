@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from .._clock import now_ms
+from .._validation import encode_json
 from ..api_events import OutcomeReason, SessionFault
-from ..clock import now_ms
 from ..errors import SessionNotFound
 from ..records import SessionRecord
-from ..repositories import StoredLifecycle
-from ..unit_of_work import WriteContext
-from ..validation import encode_json
+from ..storage.protocols import WriteContext
+from ..storage.repositories import StoredLifecycle
 
 
 def record_fault_transition(

@@ -7,10 +7,10 @@ from typing import Annotated, NamedTuple
 
 from pydantic import ValidationError
 
+from .._arguments import Given, Int64, Passed, listed, pair, validate_arguments
+from .._validation import EncodedJson, Id, encode_json
 from ..api_events import ActivityChanged, ApiActivityState
-from ..arguments import Given, Int64, Passed, listed, pair, validate_arguments
-from ..unit_of_work import Transactions, WriteContext
-from ..validation import EncodedJson, Id, encode_json
+from ..storage.protocols import Transactions, WriteContext
 
 
 class ActivityUpdate(NamedTuple):

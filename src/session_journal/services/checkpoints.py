@@ -9,6 +9,9 @@ from typing import Annotated, Any
 
 from pydantic import PlainValidator
 
+from .._arguments import Given, Passed, validate_arguments
+from .._clock import now_ms
+from .._validation import Id, check_text, encode_json
 from ..api_events import (
     CommandEnded,
     CommandOwner,
@@ -16,13 +19,10 @@ from ..api_events import (
     CommandResultKind,
     OutcomeReason,
 )
-from ..arguments import Given, Passed, validate_arguments
-from ..clock import now_ms
 from ..errors import InvalidRecord, LifecycleConflict, NotOperationOwner
 from ..records import CheckpointOperation, SessionRecord, SessionState
-from ..repositories import StoredLifecycle
-from ..unit_of_work import Transactions, WriteContext
-from ..validation import Id, check_text, encode_json
+from ..storage.protocols import Transactions, WriteContext
+from ..storage.repositories import StoredLifecycle
 from ._common import lock_session, record_fault_transition
 
 BUSY_STATES = (SessionState.CHECKPOINTING, SessionState.CLOSING, SessionState.DESTROYING)

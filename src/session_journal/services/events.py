@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, NamedTuple
 
+from .._arguments import Given, Int64, Passed, validate_arguments
 from ..api_events import (
     ApiEvent,
     ApiEventFilter,
@@ -19,10 +20,9 @@ from ..api_events import (
     event_texts,
     page_json,
 )
-from ..arguments import Given, Int64, Passed, validate_arguments
 from ..errors import CursorAhead, CursorExpired, InvalidRecord, StoreClosed
-from ..unit_of_work import ReadContext, Transactions, WriteContext
-from .tail import SharedTail
+from ..storage.protocols import ReadContext, Transactions, WriteContext
+from ..storage.tail import SharedTail
 
 MAX_PAGE = 1000
 MAX_WAIT_S = 3600.0

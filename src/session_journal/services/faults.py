@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from .._arguments import Passed, validate_arguments
+from .._clock import now_ms
+from .._validation import Id, encode_json
 from ..api_events import OutcomeReason, SessionFault
-from ..arguments import Passed, validate_arguments
-from ..clock import now_ms
-from ..unit_of_work import Transactions, WriteContext
-from ..validation import Id, encode_json
+from ..storage.protocols import Transactions, WriteContext
 
 
 class FaultService:

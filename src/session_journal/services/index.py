@@ -4,15 +4,15 @@ SQLite: an FTS5 table over `project_events.text_content`, kept in sync by SQLite
 PostgreSQL: a generated `tsvector` column (`simple` configuration) with a GIN index.
 
 The rows, the hits and the query language are the journal's (`journal/search.py`, no database);
-`repositories/project_events.py` turns the parsed terms into SQL. This service validates the
-arguments and owns the transactions.
+`storage/repositories/project_events.py` turns the parsed terms into SQL. This service validates
+the arguments and owns the transactions.
 """
 
 from __future__ import annotations
 
 import os
 
-from ..database import Database
+from .._validation import optional_id, require_id
 from ..errors import InvalidRecord
 from ..journal.search import (
     MAX_SEARCH_LIMIT,
@@ -21,8 +21,8 @@ from ..journal.search import (
     parse_query,
     session_rows,
 )
-from ..unit_of_work import UnitOfWork
-from ..validation import optional_id, require_id
+from ..storage.database import Database
+from ..storage.unit_of_work import UnitOfWork
 
 
 class ProjectIndex:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
-from ..arguments import Given, Passed, sequence_of, validate_arguments
+from .._arguments import Given, Passed, sequence_of, validate_arguments
+from .._validation import Id, check_json_depth, encode_json
 from ..errors import ChainBroken, InvalidRecord
 from ..relay.observations import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
 from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
-from ..repositories import StoredProjection
-from ..unit_of_work import Transactions, WriteContext
-from ..validation import Id, check_json_depth, encode_json
+from ..storage.protocols import Transactions, WriteContext
+from ..storage.repositories import StoredProjection
 from ._common import lock_session
 
 

@@ -12,11 +12,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
-from ..arguments import Given, Passed, sequence_of, validate_arguments
+from .._arguments import Given, Passed, sequence_of, validate_arguments
+from .._validation import Id
 from ..errors import InvalidRecord, LifecycleConflict
 from ..records import SessionRecord, SessionState
-from ..unit_of_work import Transactions, WriteContext
-from ..validation import Id
+from ..storage.protocols import Transactions, WriteContext
 from ._common import lock_session, record_fault_transition
 
 ENDED_STATES = frozenset({SessionState.CLOSED, SessionState.ERROR})

@@ -8,17 +8,18 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from .. import driver
-from ..api_events import (
+from ..._validation import EncodedJson, check_json_body, require_id, require_int
+from ...api_events import (
     EVENT_TYPES,
     ApiEventData,
     ApiEventFilter,
     StoredRow,
     validate_stored_body,
 )
-from ..config import StoreOptions
-from ..db import translate_errors
-from ..errors import InvalidRecord, PermanentStorageError, SessionNotFound, UnitOfWorkEnded
+from ...config import StoreOptions
+from ...errors import InvalidRecord, PermanentStorageError, SessionNotFound, UnitOfWorkEnded
+from .. import driver
+from ..engines import translate_errors
 from ..models import (
     ApiEventRow,
     EventSequenceRow,
@@ -27,7 +28,6 @@ from ..models import (
     SessionRow,
     StoredType,
 )
-from ..validation import EncodedJson, check_json_body, require_id, require_int
 from ..wakeups import CHANNEL
 
 API_EVENTS = "api_events"

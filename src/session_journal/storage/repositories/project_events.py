@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..journal.search import IndexRow, SearchHit, SearchTerm
+from ...journal.search import IndexRow, SearchHit, SearchTerm
 from ..models import ProjectEventRow
 from ._dialect import dialect_insert
 

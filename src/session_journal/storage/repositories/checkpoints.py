@@ -7,8 +7,8 @@ import json
 
 import sqlalchemy as sa
 
+from ...records import CheckpointOperation, SessionState
 from ..models import CheckpointOperationRow, SessionRow
-from ..records import CheckpointOperation, SessionState
 from ._dialect import IN_LIST_CHUNK
 
 

@@ -9,12 +9,12 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
+from ...records import CheckpointMetadata, SessionRecord, SessionState
 from ..models import (
     SessionCheckpointRow,
     SessionContextRow,
     SessionRow,
 )
-from ..records import CheckpointMetadata, SessionRecord, SessionState
 from ._dialect import IN_LIST_CHUNK, ColumnValues, dialect_insert, upsert
 
 

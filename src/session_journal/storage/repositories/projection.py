@@ -7,8 +7,8 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import TypeAdapter
 
+from ...relay.state import ProjectionState, TranscriptBody, TranscriptItem
 from ..models import MaterializedSessionRow, TranscriptItemRow
-from ..relay.state import ProjectionState, TranscriptBody, TranscriptItem
 from ._dialect import upsert
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ..api_events import ApiActivityState
-from ..config import StoreOptions
+from ..._validation import EncodedJson, check_json_body, require_id
+from ...api_events import ApiActivityState
+from ...config import StoreOptions
 from ..models import ActivityRow
-from ..validation import EncodedJson, check_json_body, require_id
 from ._dialect import upsert
 
 

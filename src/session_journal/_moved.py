@@ -1,0 +1,41 @@
+"""The old paths of the modules that moved in 0.2.0 (see CHANGELOG.md, "Moved"): each old
+module is a few lines that call `alias`, so that the old path is the moved module itself (the
+same object: its classes, its functions, a test's monkeypatch of it). They go in the release
+after 0.2.0; new code imports the new paths."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+MOVED = {
+    "session_journal.arguments": "session_journal._arguments",
+    "session_journal.backfill": "session_journal.storage.backfill",
+    "session_journal.bound": "session_journal.storage.bound",
+    "session_journal.clock": "session_journal._clock",
+    "session_journal.database": "session_journal.storage.database",
+    "session_journal.db": "session_journal.storage.engines",
+    "session_journal.driver": "session_journal.storage.driver",
+    "session_journal.json_text": "session_journal._json_text",
+    "session_journal.maintenance": "session_journal._maintenance",
+    "session_journal.models": "session_journal.storage.models",
+    "session_journal.repositories": "session_journal.storage.repositories",
+    "session_journal.services.tail": "session_journal.storage.tail",
+    "session_journal.unit_of_work": "session_journal.storage.unit_of_work",
+    "session_journal.validation": "session_journal._validation",
+    "session_journal.wakeups": "session_journal.storage.wakeups",
+    "session_journal.write_path": "session_journal.storage.write_path",
+}
+"""Each old module path, and where its module lives now."""
+
+
+def alias(old: str) -> None:
+    """Make the old module path `old` (the caller's `__name__`) name its moved module; for a
+    package, each of its modules too (`session_journal.repositories.events` is then
+    `session_journal.storage.repositories.events`, never a second copy of it)."""
+    new = MOVED[old]
+    module = importlib.import_module(new)
+    sys.modules[old] = module
+    for found in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        sys.modules[f"{old}.{found.name}"] = importlib.import_module(f"{new}.{found.name}")

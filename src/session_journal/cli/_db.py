@@ -1,0 +1,134 @@
+"""`session-journal db`: upgrade, downgrade, status, history, check, stats, prune, vacuum."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import _maintenance as maintenance
+from .. import migrations
+from .._clock import now_ms
+from ..errors import PruneRefused
+from ..storage.engines import require_database
+from ..storage.repositories.events import PRUNED_LEVEL
+from ..store import Store
+from ._common import schema_status, shown_url
+
+
+def db_command(url: str, args: argparse.Namespace) -> int:
+    command = args.db_command
+    if command == "upgrade" and args.sql:
+        # Rendered whole before anything is printed: a refusal prints nothing on stdout. Only
+        # SQL goes there (the database is named in a comment), so it can be piped to psql.
+        sql = migrations.upgrade_sql(url, args.revision)
+        sys.stdout.write(f"-- session-journal db upgrade --sql for {shown_url(url)}\n{sql}")
+        return 0
+    if command == "upgrade":
+        migrations.upgrade(url, args.revision)
+        print(f"database {shown_url(url)} at {schema_status(url).revision}")
+        return 0
+    if command == "downgrade":
+        lost = migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
+        for loss in lost:
+            print(f"lost {loss}")
+        print(f"database {shown_url(url)} at {schema_status(url).revision or 'base (no schema)'}")
+        return 0
+    if command == "prune":
+        return _prune(url, args)
+    if command == "stats":
+        _print_stats(maintenance.stats(url))
+        return 0
+    if command == "vacuum":
+        done = maintenance.vacuum(url)
+        print(
+            f"vacuumed {shown_url(url)}: {done.before_bytes} bytes before, {done.after_bytes} "
+            f"after, {done.freed_bytes} freed"
+        )
+        return 0
+    found = schema_status(url)
+    if command == "history":
+        _history(found.revision)
+        return 0
+    if command == "current":
+        print(found.revision or "none (empty database)")
+        return 0
+    print(f"revision: {found.revision or 'none'}")
+    print(f"version_table: {found.version_table}")
+    print(f"schema_level: {found.schema_level}")
+    print(f"minimum_compatible_level: {found.minimum_compatible_level}")
+    print(f"code_schema_level: {migrations.SCHEMA_LEVEL}")
+    print(f"verdict: {found.verdict}")
+    return 0 if found.usable else 1
+
+
+def _prune(url: str, args: argparse.Namespace) -> int:
+    """`db prune`: what would go (`--dry-run`), or prune and say what went."""
+    if args.older_than is not None:
+        target = {"older_than_ms": max(0, now_ms() - args.older_than)}
+    else:
+        target = {"through_seq": args.through_seq}
+    require_database(url)
+    with Store.open(url) as store:
+        plan = store.events.plan_prune(**target)
+        minimum = store.schema.minimum_compatible_level or 0
+        # The floor moves, and with it the level (`EventRepository.raise_floor`).
+        level_change = None
+        if plan.through_seq > plan.pruned_through and minimum < PRUNED_LEVEL:
+            level_change = (
+                f"minimum_compatible_level {minimum} -> {PRUNED_LEVEL}: controllers older than "
+                f"level {PRUNED_LEVEL} will refuse this database"
+            )
+        retained = store.events.plan_prune(through_seq=plan.latest_seq).events
+        empties = 0 < retained == plan.events
+        if args.dry_run:
+            print(
+                f"would prune {plan.events} event(s) through seq {plan.through_seq} "
+                f"(pruned_through {plan.pruned_through}, frontier {plan.latest_seq}); nothing "
+                "was deleted"
+            )
+            if level_change:
+                print(f"would raise {level_change}")
+            if empties:
+                print(f"would delete every retained event ({retained}): the log would be empty")
+            return 0
+        if level_change and not args.allow_level_change:
+            raise PruneRefused(
+                f"db prune would raise {level_change}; give --allow-level-change to prune "
+                "anyway (--dry-run shows what would go); nothing was deleted"
+            )
+        if empties and not args.allow_empty_log:
+            raise PruneRefused(
+                f"db prune would delete every retained event ({retained}), leaving the log "
+                "empty; give --allow-empty-log to prune anyway; nothing was deleted"
+            )
+        deleted = store.events.prune(**target)
+        print(
+            f"pruned {deleted} event(s); pruned_through {store.events.pruned_through()}, "
+            f"frontier {store.events.latest_seq()}"
+        )
+        if level_change:
+            print(f"raised {level_change}")
+    return 0
+
+
+def _print_stats(found: maintenance.DatabaseStats) -> None:
+    print(f"sessions: {found.sessions}")
+    print(f"events: {found.events}")
+    print(f"pruned_through: {found.pruned_through}")
+    print(f"frontier: {found.latest_seq}")
+    print(f"size_on_disk: {found.size_bytes} bytes")
+    if found.free_bytes is not None:
+        print(f"free: {found.free_bytes} bytes (db vacuum gives them back)")
+
+
+def _history(current: str | None) -> None:
+    """One line per revision, oldest first: `* ` marks the database's, `  ` the others."""
+    known = migrations.revisions()
+    for revision in known:
+        mark = "* " if revision.revision == current else "  "
+        note = " (current)" if revision.revision == current else ""
+        print(f"{mark}{revision.revision}{note}: {revision.summary}")
+    if current is None:
+        print("  (the database has no revision: no schema)")
+    elif current not in {revision.revision for revision in known}:
+        print(f"* {current} (current): a revision of newer code")

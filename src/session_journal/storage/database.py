@@ -1,0 +1,196 @@
+"""`Database`: the engines of one store, its reads and its write path."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..config import StoreOptions
+from ..errors import InvalidRecord, StoreClosed
+from . import bound, driver
+from .engines import create_engine, translate_errors
+from .unit_of_work import LogRead, ReadUnitOfWork, UnitOfWork
+from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
+from .write_path import WritePath
+
+T = TypeVar("T")
+
+
+class Database:
+    """The engines of one store: reads on a pool of their own, writes through the write path.
+    It is the services' `unit_of_work.Transactions`.
+
+    Reads run in `reading()` and never wait for writes. Writes are `submit`ted functions of a
+    unit of work, or `writing()` blocks; the write path (`write_path.WritePath`) owns their
+    transactions and groups concurrent calls into one commit. Across processes, SQLite's
+    `BEGIN IMMEDIATE` and PostgreSQL's row lock on `event_sequences` order writers.
+    """
+
+    def __init__(self, url: str, options: StoreOptions) -> None:
+        self.options = options
+        self.writer: Engine = create_engine(url, options, role="writer")
+        self.reader: Engine = create_engine(url, options, role="reader")
+        self.write_path = WritePath(self.writer, options)
+        self.write_path.owner = self
+        self._pid = os.getpid()
+        self._closed = False
+        self._follow_lock = threading.Lock()
+        self._fresh_followers()
+
+    def _fresh_followers(self) -> None:
+        # The followers' signal, pulsed by this process's commits; its source of other
+        # processes' commits starts with the first follower (`commit_signal`).
+        self.signal = CommitSignal()
+        self.write_path.after_commit = self.signal.pulse
+        self.wakeups: SqliteWatcher | PostgresListener | None = None
+
+    def commit_signal(self) -> CommitSignal:
+        """The wake-up signal of followers (see `wakeups`); the first call starts the source of
+        other processes' commits: one per store, whatever the number of followers."""
+        self._check_open("wait for events")
+        with self._follow_lock:
+            if self.wakeups is None:
+                if self.reader.dialect.name == "sqlite":
+                    self.wakeups = SqliteWatcher(self.signal, self._dedicated_connection)
+                else:
+                    self.wakeups = PostgresListener(self.signal, self._dedicated_connection)
+                self.wakeups.start()
+        return self.signal
+
+    def _dedicated_connection(self) -> Any:
+        """A driver connection of its own, outside the pool, in autocommit and without a
+        statement timeout (for a wake-up source's thread, see `driver.prepare_for_wakeups`)."""
+        pooled = self.reader.raw_connection()
+        connection = pooled.driver_connection
+        pooled.detach()  # the pool forgets it: its thread closes it
+        driver.prepare_for_wakeups(connection)
+        return connection
+
+    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write", uow: object = None) -> T:
+        """Run `fn` on the write path (see `WritePath.submit`); its result after the commit.
+        With `uow` (a service called with `uow=`), run it inside that unit of work instead,
+        atomically (`UnitOfWork.run_nested`): it commits when the unit of work does."""
+        if uow is not None:
+            return self._own(uow, action).run_nested(fn, action)
+        self._forget_parent_after_fork()
+        return self.write_path.submit(fn, action)
+
+    def _own(self, uow: object, action: str) -> UnitOfWork:
+        """`uow` if it is a live unit of work of this store; `InvalidRecord` (not a unit of
+        work, or another store's) or `UnitOfWorkEnded` (its transaction ended) otherwise."""
+        self._check_open(action)
+        if not isinstance(uow, UnitOfWork):
+            raise InvalidRecord(
+                f"{action}: uow must be a UnitOfWork (store.unit_of_work(), store.bind(), or "
+                f"the argument of a run_in_unit_of_work function), got {type(uow).__name__}"
+            )
+        if uow.owner is not self:
+            raise InvalidRecord(f"{action}: uow is a unit of work of another store")
+        uow.events.check_open(action)
+        return uow
+
+    def bind(self, target: object) -> UnitOfWork:
+        """A unit of work on the caller's own transaction (see `bound`)."""
+        self._check_open("bind a unit of work")
+        return bound.bind(target, self)
+
+    @contextmanager
+    def writing(self, action: str = "write") -> Iterator[UnitOfWork]:
+        """A write transaction of its own for a block of code; commits only if the block calls
+        `uow.commit()`."""
+        self._forget_parent_after_fork()
+        with self.write_path.exclusive(action) as uow:
+            yield uow
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread is inside the write path's transaction (a `writing()` block, or
+        a function of a batch)."""
+        return self.write_path.writing_in_this_thread()
+
+    def _check_open(self, action: str) -> None:
+        if self._closed:
+            raise StoreClosed(f"{action}: the store is closed")
+        self._forget_parent_after_fork()
+
+    def _forget_parent_after_fork(self) -> None:
+        """In a child process after `fork` (a pid check, on every call): the inherited
+        connections are the parent's; forget them without closing (closing would end the
+        parent's sessions on PostgreSQL and drop its locks on SQLite), and give the write path
+        a queue, locks and connection of the child's own."""
+        if os.getpid() != self._pid:
+            self._pid = os.getpid()
+            self.reader.dispose(close=False)
+            self.write_path.after_fork()
+            self._follow_lock = threading.Lock()
+            _INHERITED.append(self.wakeups)  # the parent's thread and connection: never closed
+            self._fresh_followers()
+
+    @contextmanager
+    def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
+        """A reader connection, refused once the store is closed. Checked again after the
+        connect: a read that began while `dispose()` ran must not bring a connection back."""
+        self._check_open(action)
+        with self.reader.connect() as connection:
+            self._check_open(action)
+            yield connection
+
+    @contextmanager
+    def reading(
+        self, action: str = "read", uow: object = None
+    ) -> Iterator[ReadUnitOfWork | UnitOfWork]:
+        """A read-only snapshot: every query in the block sees the same committed state. With
+        `uow`, the read runs in that unit of work's transaction (and sees its work so far)."""
+        if uow is not None:
+            with translate_errors(action):
+                yield self._own(uow, action)
+            return
+        with (
+            translate_errors(action),
+            self._reader_connection(action) as connection,
+            connection.begin(),
+        ):
+            yield ReadUnitOfWork(connection, self.options)
+
+    @contextmanager
+    def reading_one_statement(
+        self, action: str = "read", uow: object = None
+    ) -> Iterator[LogRead | ReadUnitOfWork | UnitOfWork]:
+        """For a read of the log made of one statement, which sees one snapshot by itself: no
+        transaction is opened around it (on PostgreSQL the connection is in autocommit for the
+        block, which saves the BEGIN and COMMIT round trips), and the statement runs on the
+        reader pool's driver connection without a SQLAlchemy `Connection` around it (the hot
+        path's seam, `driver.pooled`: the tail reads of followers and servers come here). Use
+        `reading()` for anything more. With `uow`, as `reading`."""
+        if uow is not None:
+            with self.reading(action, uow) as context:
+                yield context
+            return
+        with translate_errors(action):
+            self._check_open(action)
+            with driver.pooled(self.reader) as connection:
+                self._check_open(action)
+                yield LogRead(connection, self.options)
+
+    def dispose(self) -> None:
+        """Close the write path (queued calls fail with `StoreClosed`, one in progress is waited
+        for unless this thread holds it) and every pooled connection; every later read or write
+        raises `StoreClosed`. Calling it again does nothing more."""
+        self._forget_parent_after_fork()
+        self._closed = True
+        self.signal.close()  # every follower returns
+        with self._follow_lock:
+            wakeups = self.wakeups
+        if wakeups is not None:
+            wakeups.stop()
+        self.write_path.close()
+        self.writer.dispose()
+        self.reader.dispose()
+
+
+_INHERITED: list[object] = []

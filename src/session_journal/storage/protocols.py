@@ -1,0 +1,369 @@
+"""What the services see of storage: the repositories' methods they call, the contexts they work
+in and `Transactions`, which hands the contexts out (as cosmicpython's services see an abstract
+unit of work).
+
+A `WriteContext`'s `commit()` keeps the work of a function the write path runs; a `ReadContext`
+has no `commit()`. A store's `Database` is a `Transactions`, and so is the in-memory fake of
+`tests/fakes.py`, on which the service rules have unit tests without a database. The SQL
+implementations are in `unit_of_work.py` (`UnitOfWork`, `ReadUnitOfWork`) and `repositories/`;
+mypy checks that they satisfy these protocols.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Protocol, TypeVar
+
+from ..api_events import ApiEventFilter, StoredRow
+from ..config import StoreOptions
+from ..records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
+from ..relay.state import TranscriptItem
+from .repositories import (
+    StoredLifecycle,
+    StoredProjection,
+)
+from .repositories.events import LogVersion
+from .wakeups import CommitSignal
+
+T = TypeVar("T")
+
+
+# --- The repositories as the services use them ------------------------------------------------
+
+
+class SessionReads(Protocol):
+    """Reading sessions."""
+
+    def get(self, session_id: str) -> SessionRecord | None:
+        """The session, or `None`."""
+        ...
+
+    def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
+        """Sessions matching both optional filters, by id."""
+        ...
+
+    def ids_in_states(
+        self,
+        states: Collection[SessionState],
+        *,
+        updated_before: datetime | None,
+        after_id: str | None,
+        limit: int,
+    ) -> builtins.list[str]:
+        """Ids of sessions in `states`, by id, after `after_id`, last saved before
+        `updated_before` (timezone-aware), at most `limit`."""
+        ...
+
+
+class SessionWrites(SessionReads, Protocol):
+    """Sessions in a write transaction: rows are locked before they are decided on."""
+
+    def lock(self, session_id: str) -> StoredLifecycle | None:
+        """The stored state and `last_error`, the row locked; `None` if absent."""
+        ...
+
+    def lock_existing(self, session_ids: Collection[str]) -> set[str]:
+        """Which of the sessions exist, their rows locked in id order."""
+        ...
+
+    def insert_if_absent(self, record: SessionRecord) -> bool:
+        """Insert the session row unless it exists; whether it was inserted."""
+        ...
+
+    def upsert(self, record: SessionRecord) -> None:
+        """Insert or update the session, its context and checkpoint metadata in place."""
+        ...
+
+    def replace_checkpoint(self, session_id: str, checkpoint: CheckpointMetadata | None) -> None:
+        """Store the checkpoint metadata; `None` removes it."""
+        ...
+
+    def set_native_session_id(self, session_id: str, native_session_id: str | None) -> None:
+        """Store the runtime's own id for the session."""
+        ...
+
+    def update_lifecycle(self, record: SessionRecord) -> None:
+        """Update `state`, `last_error` and `last_checkpoint_error`."""
+        ...
+
+    def delete(self, session_id: str) -> bool:
+        """Delete the session and everything that belongs to it; whether it existed."""
+        ...
+
+
+class EventReads(Protocol):
+    """Reading the ordered log."""
+
+    def latest_seq(self) -> int:
+        """The frontier: the largest seq ever assigned."""
+        ...
+
+    def pruned_through(self) -> int:
+        """The floor of the pruned log: the highest seq pruned (0: never pruned)."""
+        ...
+
+    def version(self) -> LogVersion:
+        """The log's version: frontier, floor and counter of deletions, by one statement."""
+        ...
+
+    def page_rows(
+        self, event_filter: ApiEventFilter, after_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
+        """The frontier, the floor of the pruned log and the stored rows of the matching
+        events after `after_seq`, ascending, at most `limit`, from one snapshot, undecoded."""
+        ...
+
+    def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
+        """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
+        events after `after_seq`, ascending, at most `limit`, from one snapshot."""
+        ...
+
+    def stored_types(self, seqs: list[int]) -> dict[int, object]:
+        """The type tag of each stored event of `seqs`, as the database's type filter reads
+        it."""
+        ...
+
+    def prune_horizon(self, older_than_ms: int) -> int:
+        """The end of the longest prefix whose retained events were all recorded before
+        `older_than_ms` (never below the floor)."""
+        ...
+
+    def count_through(self, through_seq: int) -> int:
+        """How many events are stored with `seq <= through_seq`."""
+        ...
+
+    def present_after(self, after_seq: int, through_seq: int) -> set[int]:
+        """The seqs of the events stored with `after_seq < seq <= through_seq`."""
+        ...
+
+    def count_between(self, after_seq: int, through_seq: int) -> int:
+        """How many events are stored with `after_seq < seq <= through_seq`."""
+        ...
+
+
+class EventWrites(EventReads, Protocol):
+    """Appending to the ordered log (seqs are assigned at commit)."""
+
+    def append_encoded(self, session_id: str, recorded_at_ms: int, body: str) -> None:
+        """Queue one event whose body the services encoded (`validation.encode_json`)."""
+        ...
+
+    def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
+        """Queue one event if its session exists; whether it did."""
+        ...
+
+    def raise_floor(self, through_seq: int) -> bool:
+        """Record `pruned_through = through_seq` if above the floor and not above the
+        frontier (raising the minimum compatible level); whether the floor moved."""
+        ...
+
+    def delete_pruned(self, through_seq: int, limit: int) -> int:
+        """Delete at most `limit` events with `seq <= through_seq`, oldest first; how many."""
+        ...
+
+
+class ActivityReads(Protocol):
+    """Reading activity snapshots."""
+
+    def get(self, session_id: str) -> str | None:
+        """The stored snapshot's JSON text, or `None`."""
+        ...
+
+
+class ActivityWrites(ActivityReads, Protocol):
+    """Replacing activity snapshots."""
+
+    def put(self, session_id: str, body: str) -> None:
+        """Insert or replace the snapshot."""
+        ...
+
+
+class CheckpointReads(Protocol):
+    """Reading checkpoint operations."""
+
+    def get(self, session_id: str) -> CheckpointOperation | None:
+        """The session's open operation, or `None`."""
+        ...
+
+
+class CheckpointWrites(CheckpointReads, Protocol):
+    """Opening, correlating and closing checkpoint operations."""
+
+    def lock(self, session_id: str) -> CheckpointOperation | None:
+        """Like `get`, the row locked until the transaction ends."""
+        ...
+
+    def insert(self, session_id: str, command_id: str) -> None:
+        """Open an operation owned by `command_id`."""
+        ...
+
+    def set_related(self, session_id: str, related_command_ids: list[str]) -> None:
+        """Replace the operation's related command ids."""
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Close the session's operation."""
+        ...
+
+    def lock_interrupted(self) -> list[str]:
+        """Sessions in `checkpointing` or with an open checkpoint operation, locked, by id."""
+        ...
+
+    def mark_recovered(self, session_id: str, last_checkpoint_error: str) -> None:
+        """Back to `running` after an interrupted checkpoint, saying so."""
+        ...
+
+
+class ProjectionReads(Protocol):
+    """Reading materialized sessions."""
+
+    def get(self, session_id: str) -> StoredProjection | None:
+        """The stored relay frontier and state, or `None`."""
+        ...
+
+    def transcript(self, session_id: str) -> list[TranscriptItem]:
+        """The session's transcript, in order."""
+        ...
+
+
+class ProjectionWrites(ProjectionReads, Protocol):
+    """Advancing materialized sessions."""
+
+    def put(self, session_id: str, stored: StoredProjection) -> None:
+        """Replace the frontier and state."""
+        ...
+
+    def add_items(self, session_id: str, items: list[TranscriptItem]) -> None:
+        """Append transcript items."""
+        ...
+
+
+# --- The contexts ----------------------------------------------------------------------------
+
+
+class ProjectEventWrites(Protocol):
+    """The project index, as the sessions' removal uses it."""
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session's index rows."""
+        ...
+
+
+class ReadContext(Protocol):
+    """A read: the read repositories, and no `commit()`."""
+
+    @property
+    def sessions(self) -> SessionReads:
+        """Sessions."""
+        ...
+
+    @property
+    def events(self) -> EventReads:
+        """The ordered log."""
+        ...
+
+    @property
+    def activity(self) -> ActivityReads:
+        """Activity snapshots."""
+        ...
+
+    @property
+    def checkpoints(self) -> CheckpointReads:
+        """Checkpoint operations."""
+        ...
+
+    @property
+    def projection(self) -> ProjectionReads:
+        """Materialized sessions."""
+        ...
+
+
+class LogReadContext(Protocol):
+    """A read of the log made of one statement (`reading_one_statement`)."""
+
+    @property
+    def events(self) -> EventReads:
+        """The ordered log."""
+        ...
+
+
+class WriteContext(Protocol):
+    """A function's share of a write transaction: the repositories, and `commit()` to keep its
+    work (leaving without it undoes the work)."""
+
+    @property
+    def sessions(self) -> SessionWrites:
+        """Sessions."""
+        ...
+
+    @property
+    def events(self) -> EventWrites:
+        """The ordered log."""
+        ...
+
+    @property
+    def activity(self) -> ActivityWrites:
+        """Activity snapshots."""
+        ...
+
+    @property
+    def checkpoints(self) -> CheckpointWrites:
+        """Checkpoint operations."""
+        ...
+
+    @property
+    def projection(self) -> ProjectionWrites:
+        """Materialized sessions."""
+        ...
+
+    @property
+    def project_events(self) -> ProjectEventWrites:
+        """The project index."""
+        ...
+
+    def commit(self) -> None:
+        """Keep this function's work: it commits with the write path's transaction."""
+        ...
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback()` once the work done so far has committed, and never if it is
+        undone (see `UnitOfWork.after_commit`)."""
+        ...
+
+
+class Transactions(Protocol):
+    """What a service needs of a store: the write path and reads. `Database` is one."""
+
+    @property
+    def options(self) -> StoreOptions:
+        """The store's options (the services read `max_body_bytes`)."""
+        ...
+
+    def submit(
+        self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
+    ) -> T:
+        """Run `fn` on the write path; its result once its work is committed (or its error).
+        `action` names the call in errors. With `uow` (a service called with `uow=`), run it
+        atomically inside that unit of work instead: it commits when the unit of work does."""
+        ...
+
+    def reading(
+        self, action: str = "read", uow: object = None
+    ) -> AbstractContextManager[ReadContext]:
+        """A read whose queries all see one committed state; with `uow`, in that unit of work."""
+        ...
+
+    def reading_one_statement(
+        self, action: str = "read", uow: object = None
+    ) -> AbstractContextManager[LogReadContext]:
+        """A read of the log made of one statement (no transaction around it); with `uow`, in
+        that unit of work."""
+        ...
+
+    def commit_signal(self) -> CommitSignal:
+        """The wake-up signal of followers: it moves when events may have committed (in this
+        process or another); its sources start on first use."""
+        ...

@@ -1,0 +1,21 @@
+"""Repositories: the only code that builds queries. They receive a connection from the unit of
+work, speak domain types, and never begin, commit or close anything."""
+
+from .activity import ActivityRepository
+from .checkpoints import CheckpointRepository
+from .events import EventRepository, LogVersion
+from .project_events import ProjectEventRepository
+from .projection import ProjectionRepository, StoredProjection
+from .sessions import SessionRepository, StoredLifecycle
+
+__all__ = [
+    "ActivityRepository",
+    "CheckpointRepository",
+    "EventRepository",
+    "LogVersion",
+    "ProjectEventRepository",
+    "ProjectionRepository",
+    "SessionRepository",
+    "StoredLifecycle",
+    "StoredProjection",
+]

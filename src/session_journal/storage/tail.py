@@ -1,0 +1,285 @@
+"""The shared tail: one in-memory window of the most recent committed events per store, from
+which followers at or near the frontier are served without a query of their own.
+
+The window holds the events with `lo < seq <= covered`, every one of them, each decoded once
+(for the store: pages share the frozen `ApiEvent`s) with its JSON (`event_texts`),
+and the frontier `hi` (`covered == hi` unless more than a window committed at once), all read in
+one snapshot together with which of those events were deleted since. It answers a page for that
+range exactly as `load` would have at that snapshot: the events of a session deleted since are
+gone (a session id used again after a delete is no confusion), and nothing uncommitted is in it;
+a follower of a workspace reads the database (a session may have moved). It is refreshed by one
+reader for each move of the store's wake-up signal (whichever follower comes first, under a
+lock; the others then read memory): each read publishes a new window and never changes a
+published one, so a reader takes no lock (an event loop reads it without waiting). A read is two
+statements: the log's version (`EventRepository.version`: frontier, floor, and the counter of
+deleted events that a trigger keeps), and the new rows after `covered`; the earlier events are
+counted (and their seqs read) again only when that counter moved. A new `wait` or `follow`
+first compares the window's version with the database's (`verify`, one statement), so that
+what other processes did while nobody of this store waited (a prune, a delete: they wake
+followers, but only followers that wait) is in its first page. A follower whose cursor is
+below `lo`, or whose page the window cannot complete, reads the database as `load` does.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Literal
+
+from ..api_events import (
+    ApiEvent,
+    ApiEventFilter,
+    LegacyNotice,
+    StoredRow,
+    decode_events,
+    event_texts,
+)
+from .protocols import EventReads, Transactions
+from .repositories import LogVersion
+
+Row = tuple[int, str, str, ApiEvent, object]
+"""An event of the window: `(seq, session_id, its JSON text, the decoded event, the type tag
+of its stored body as the type filter reads it)` (see `_decoded`)."""
+_NEVER_READ = LogVersion(0, 0, 0)
+_seq = itemgetter(0)
+
+
+class SharedTail:
+    """The window of one store (see the module docstring)."""
+
+    def __init__(
+        self,
+        transactions: Transactions,
+        max_events: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        """A window of at most `max_events` events and `max_bytes` body bytes (by default the
+        store's `follow_window_events` and `follow_window_bytes`; 0 events: no window, every
+        follower reads the database)."""
+        options = transactions.options
+        self._transactions = transactions
+        self._max_events = options.follow_window_events if max_events is None else max_events
+        self._max_bytes = options.follow_window_bytes if max_bytes is None else max_bytes
+        self._lock = threading.Lock()  # one refresh at a time; readers never take it
+        self._window = _Window(generation=-1, filled=False, lo=0, covered=0, hi=0)
+        self.refreshes = 0
+        """How many times the window was read (for tests and benchmarks)."""
+
+    def page(
+        self,
+        event_filter: ApiEventFilter,
+        cursor: int,
+        limit: int,
+        generation: int,
+        *,
+        verify: bool = False,
+    ) -> tuple[int, int, list[Row]] | None:
+        """The frontier, the floor of the pruned log and the rows of the page after `cursor`
+        matching `event_filter`, as `load` would read them, for a reader that saw the signal
+        at `generation` before it asked (and, with `verify`, after every commit that completed
+        before the call: see `verify`); `None` when the window cannot answer (read the
+        database)."""
+        if self._max_events == 0:
+            return None
+        if verify:
+            self.verify()
+        self.refresh(generation)
+        return self._window.answer(event_filter, cursor, limit)
+
+    def page_in_memory(
+        self, event_filter: ApiEventFilter, cursor: int, limit: int, generation: int
+    ) -> tuple[int, int, list[Row]] | Literal[False] | None:
+        """`page`, but only from memory, never waiting (an event loop calls it): `False` when
+        the window is older than `generation` (call `refresh(generation)` on a thread first);
+        otherwise what `page` returns."""
+        if self._max_events == 0:
+            return None
+        window = self._window  # a snapshot: a refresh publishes a new one, never changes it
+        if generation > window.generation:
+            return False
+        return window.answer(event_filter, cursor, limit)
+
+    def text_of(self, event: ApiEvent) -> str | None:
+        """The JSON the window holds for `event` (exactly `event.model_dump_json()`) when
+        `event` is the window's own object, without encoding it; else `None`."""
+        rows = self._window.rows
+        if not isinstance(event.seq, int):  # made without validation: not the window's
+            return None
+        at = bisect_left(rows, event.seq, key=_seq)
+        if at < len(rows) and rows[at][3] is event:
+            return rows[at][2]
+        return None
+
+    def snapshot(self) -> _Window:
+        """The window as last read (never changed afterwards)."""
+        return self._window
+
+    def refresh(self, generation: int) -> None:
+        """Read the window again unless it is as recent as `generation` already."""
+        if self._max_events == 0 or generation <= self._window.generation:
+            return
+        with self._lock:
+            if generation > self._window.generation:
+                self._refresh(generation)
+
+    def verify(self) -> None:
+        """Make the window answer for every commit that completed before this call, by any
+        process (an append, a prune, a delete: whether or not it woke this store): one
+        statement reads the log's version, and the window is read again only when its own
+        version is older. A new `wait` or `follow` calls it before its first page; later pages
+        come after wake-ups, which every such commit sends."""
+        if self._max_events == 0:
+            return
+        window = self._window
+        if not window.filled:
+            return  # the first read fills it at the frontier, read then
+        with self._transactions.reading_one_statement("check the followers' window") as read:
+            version = read.events.version()
+        if window.version.covers(version):
+            return
+        with self._lock:
+            if not self._window.version.covers(version):
+                self._refresh(self._window.generation)
+
+    def _refresh(self, generation: int) -> None:
+        """Read what committed since the window's last read and publish the new window (the
+        lock held); a failed read publishes nothing."""
+        old = self._window
+        with self._transactions.reading("read the followers' window") as uow:
+            # First, in the read's snapshot: the window is at least as recent as its version.
+            version = uow.events.version()
+            if not old.filled:  # start empty at the frontier
+                hi = version.latest_seq
+                window = _Window(
+                    generation,
+                    filled=True,
+                    lo=hi,
+                    covered=hi,
+                    hi=hi,
+                    pruned=version.pruned_through,
+                    version=version,
+                )
+            else:
+                hi, pruned, read_rows = uow.events.rows_after(old.covered, self._max_events)
+                covered = read_rows[-1][0] if len(read_rows) == self._max_events else hi
+                new = _decoded(read_rows, uow.events)
+                rows = old.rows + new
+                size = old.size + sum(len(row[2]) for row in new)
+                drop = 0
+                while drop < len(rows) and (
+                    len(rows) - drop > self._max_events or size > self._max_bytes
+                ):
+                    size -= len(rows[drop][2])
+                    drop += 1
+                lo = rows[drop - 1][0] if drop else old.lo
+                rows = rows[drop:]
+                # Which of the window's earlier events are gone (a prune, a deleted session):
+                # the database counts every deletion of events (a trigger), so an unchanged
+                # counter means none went since the last read. Otherwise, none can have been
+                # added below `old.covered` (seqs are taken at commit, in order), so an
+                # unchanged count of the earlier ones still means none of them went; else
+                # their seqs are read again. The new rows were read in this snapshot: stored.
+                missing = frozenset(seq for seq in old.missing if seq > lo)
+                earlier = len(rows) - len(new)
+                if version.deletions != old.version.deletions and uow.events.count_between(
+                    lo, old.covered
+                ) != earlier - len(missing):
+                    stored = uow.events.present_after(lo, old.covered)
+                    missing = frozenset(row[0] for row in rows[:earlier] if row[0] not in stored)
+                window = _Window(
+                    generation,
+                    filled=True,
+                    lo=lo,
+                    covered=covered,
+                    hi=hi,
+                    pruned=pruned,
+                    rows=rows,
+                    size=size,
+                    missing=missing,
+                    version=version,
+                )
+        self._window = window
+        self.refreshes += 1
+
+
+def _decoded(stored: list[StoredRow], events: EventReads) -> list[Row]:
+    """The window's rows of stored rows: each event's JSON and the event, decoded once, and
+    the tag of its stored body as the database's type filter reads it. A canonical body that
+    decodes is its own tag; the tags of the others (hand-written or older code's bodies, and
+    canonical ones this code cannot decode, such as newer code's values) are read from the
+    database in the same snapshot, so that the window filters exactly as a page read there
+    (their JSON too is the decoded event's, never the stored text)."""
+    texts = event_texts(stored)
+    decoded = decode_events(stored, texts)
+    odd = [
+        index
+        for index, (row, event) in enumerate(zip(stored, decoded, strict=True))
+        if not row[4] or isinstance(event.event, LegacyNotice)
+    ]
+    tags: dict[int, object] = events.stored_types([stored[index][0] for index in odd])
+    for index in odd:
+        if stored[index][4]:  # canonical for the code that wrote it, not for this code
+            texts[index] = decoded[index].model_dump_json()
+    return [
+        (row[0], row[1], text, event, tags.get(row[0], event.event.type))
+        for row, text, event in zip(stored, texts, decoded, strict=True)
+    ]
+
+
+@dataclass(frozen=True)
+class _Window:
+    """One published state of the window: the rows of the events with `lo < seq <= covered`,
+    the frontier `hi` and which of those events were deleted since they were read, all as of one
+    snapshot at the signal's `generation`. Never changed once published, so a reader needs no
+    lock."""
+
+    generation: int
+    filled: bool
+    lo: int
+    covered: int
+    hi: int
+    pruned: int = 0  # the floor of the pruned log, from the same snapshot
+    rows: list[Row] = field(default_factory=list)  # in seq order
+    size: int = 0  # characters of the events' JSON
+    missing: frozenset[int] = frozenset()  # the seqs of those events deleted since
+    version: LogVersion = _NEVER_READ  # the log's version, read first in that snapshot
+
+    def sessions_after(self, seq: int | None) -> set[str] | None:
+        """The sessions of the window's events with a seq above `seq`; `None` when the window
+        cannot tell (`seq` unknown or below the window, or events beyond it)."""
+        if seq is None or not self.filled or seq < self.lo or self.covered < self.hi:
+            return None
+        return {row[1] for row in self.rows[bisect_right(self.rows, seq, key=_seq) :]}
+
+    def answer(
+        self, event_filter: ApiEventFilter, cursor: int, limit: int
+    ) -> tuple[int, int, list[Row]] | None:
+        """The frontier, the floor of the pruned log and the page after `cursor`, or `None`
+        when the window cannot answer."""
+        if not self.filled or not self.lo <= cursor <= self.hi:
+            # Behind the window; or ahead of it: the reader saw newer rows in the database
+            # than this window holds (a commit not signalled yet). The database answers.
+            return None
+        if event_filter.workspace_id is not None:
+            # Which workspace a session is in is the database's to say now (a session may have
+            # moved): a workspace follower reads the database.
+            return None
+        if cursor == 0 and self.pruned:
+            # From the oldest retained event: the database answers (rows of a prune under way
+            # are still in the window, and are not retained).
+            return None
+        after = self.rows[bisect_right(self.rows, cursor, key=_seq) :]
+        session_id = event_filter.session_id
+        if session_id is not None:  # most followers follow one session: narrow it first
+            after = [row for row in after if row[1] == session_id]
+        types = event_filter.types
+        if types is not None:
+            after = [row for row in after if row[4] in types]
+        missing = self.missing
+        rows = after if not missing else [row for row in after if row[0] not in missing]
+        rows = rows[:limit]
+        if len(rows) < limit and self.covered < self.hi:
+            return None  # the rest of the page is beyond the window
+        return self.hi, self.pruned, rows

@@ -1,0 +1,525 @@
+"""The write path: the one owner of every write transaction of a store, with group commit.
+
+Nothing else begins, commits or rolls back a write transaction, or keeps the write connection.
+Services hand it a function of a `UnitOfWork` (`submit`); `store.unit_of_work()` borrows the
+transaction for a block of the caller's own code (`exclusive`).
+
+**Group commit.** Calls from concurrent threads queue; whichever caller finds the write path free
+becomes the *leader* and runs, in its own thread, whatever is queued at that moment as one batch:
+one transaction, each call in its own SAVEPOINT (on PostgreSQL but the first, which needs none:
+undoing it undoes the whole transaction), one commit (one fsync) for all. A lone caller leads
+its own batch of one, with no savepoint, no timer and no thread hand-off, so it waits for
+nothing. A leader keeps leading until its own call is done, then hands over to a waiting
+caller.
+
+The rules a caller can rely on:
+- a call returns (or raises) only after the commit that contains its work is durable;
+- a call that fails rolls back to its savepoint and raises in its own caller only; the rest of
+  the batch commits. Its outcome (a refusal, a `False`) is released after the commit too: it may
+  have been computed against earlier members' work, which must be durable first;
+- if the commit itself fails, every call of the batch raises `StorageError` and nothing of
+  theirs is committed; the connection is discarded and the next batch starts on a new one.
+  The error's subclass says whether to retry, but for a constraint violation found then in a
+  batch of several calls: it is no one call's own, so each gets a plain `StorageError`;
+- seqs are taken once per batch, just before the commit (`EventRepository.flush`), so the
+  `event_sequences` row lock is held only from there to the end of the commit, and seqs stay
+  gap-free in commit order;
+- the queue is FIFO and batches are bounded (calls and events), so no caller starves; a full
+  queue makes a caller wait up to the busy timeout, then raise a `TransientStorageError`.
+
+The transaction is begun and ended on the driver, through the one seam below SQLAlchemy
+(`driver.begin_write`, `driver.commit`, `driver.rollback`): SQLite's `BEGIN IMMEDIATE` takes the
+write lock up front; so are the savepoints of the calls of a batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from ..config import StoreOptions
+from ..errors import (
+    BoundTransactionOpen,
+    CallWithdrawn,
+    SessionJournalError,
+    StorageError,
+    StoreClosed,
+    TransientStorageError,
+    WriteInsideUnitOfWork,
+)
+from . import bound, driver
+from .calls import Call, settle_all, wake
+from .engines import is_conflict, is_database_error, storage_error, translate_errors
+from .unit_of_work import UnitOfWork, run_after_commit
+
+T = TypeVar("T")
+
+MAX_BATCH_CALLS = 64
+"""The most calls one batch runs."""
+MAX_BATCH_EVENTS = 2_000
+"""A batch stops taking calls once it holds this many events (a call is never split)."""
+MAX_QUEUED_CALLS = 4_096
+"""Calls waiting beyond this make a caller wait for room (up to the busy timeout)."""
+MAX_DEADLOCK_RETRIES = 3
+"""How often a call chosen as a deadlock victim is queued again before its caller gets the
+error (see `_is_deadlock`)."""
+
+
+class WritePath:
+    """The write transactions of one store (see the module docstring)."""
+
+    def __init__(self, engine: Engine, options: StoreOptions) -> None:
+        self._engine = engine
+        self._engine_options = engine.get_execution_options()
+        self._options = options
+        self.after_commit: Callable[[], None] | None = None  # told after each commit
+        self.owner: object = None  # the store's `Database`, named by the units of work it makes
+        self._fresh_state()
+        # A statement sent through SQLAlchemy after a unit-of-work block committed by itself
+        # (`uow.connection.commit()`) makes SQLAlchemy begin: that too must be a write
+        # transaction, never pysqlite's autocommit.
+        sa.event.listen(engine, "begin", driver.begin_write)
+
+    def _fresh_state(self) -> None:
+        self._mutex = threading.Lock()
+        self._idle = threading.Condition(self._mutex)  # room in the queue, or nobody leads
+        self._queue: deque[Call[Any]] = deque()
+        self._leading = False  # some caller's thread holds the write path
+        self._waiting_for_room = 0  # callers waiting for the queue to shrink
+        self._closed = False
+        self._exclusive_thread: int | None = None  # the thread in a unit-of-work block
+        self._running_thread: int | None = None  # the leader, while it runs a batch
+        self._connection: sa.Connection | None = None  # kept between batches
+        self._commit_marked = False  # the running call asked to commit (leader thread only)
+        self.batches = 0  # transactions run (committed or not), for tests and benchmarks
+        self.calls = 0  # calls run in them
+        self.retried = 0  # deadlock victims queued again
+
+    # --- callers ----------------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
+        """Run `fn` on a unit of work in the next batch; its result once the batch committed.
+        An exception of `fn` (with its savepoint rolled back) is raised here, also after the
+        commit. What `fn` left to run after the commit (`uow.after_commit`) runs here, in the
+        caller's thread (never in the leader's, which other calls wait for), once the batch
+        committed."""
+        call: Call[T] = Call(fn, action)
+        self._lead_until(call)  # a function call always comes back done
+        result = call.result()  # raises if its work was undone or the commit failed
+        run_after_commit(call.after_commit)
+        return result
+
+    @contextmanager
+    def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
+        """A transaction of its own for a block of the caller's code (`store.unit_of_work()`):
+        it waits for its turn in the queue, then holds the write path until the block ends.
+        The block commits with `uow.commit()`; leaving it otherwise rolls back."""
+        call: Call[None] = Call(None, action)
+        holds = False
+        uow: UnitOfWork | None = None
+        try:
+            holds = self._lead_until(call)
+            if not holds:  # failed in the queue: the store was closed
+                call.result()
+                raise AssertionError("an exclusive call came back without its turn")
+            with translate_errors(action):
+                connection = self._checkout()
+                sound = False
+                self._exclusive_thread = threading.get_ident()
+                try:
+                    driver.begin_write(connection)
+                    self.batches += 1
+                    self.calls += 1
+                    uow = UnitOfWork(
+                        connection, self._options, self._committer(connection), owner=self.owner
+                    )
+                    yield uow
+                    sound = True
+                except SessionJournalError as error:  # a refusal leaves the connection sound
+                    sound = not isinstance(error, StorageError)
+                    raise
+                finally:
+                    self._exclusive_thread = None
+                    if uow is not None:
+                        uow.end("its unit_of_work() block is over")
+                    self._release(connection, sound)
+        finally:
+            if holds:
+                call.settle(None)
+                with self._mutex:
+                    self._hand_over()
+
+    def queued(self) -> int:
+        """How many calls wait for a batch."""
+        with self._mutex:
+            return len(self._queue)
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread is inside a write transaction of the store: in a unit-of-work
+        block, running the functions of a batch, or holding a transaction of its own bound to
+        the store (`store.bind`); a write (or a wait for one, such as the journal index's)
+        started there would wait for that transaction."""
+        me = threading.get_ident()
+        return (
+            self._exclusive_thread == me
+            or self._running_thread == me
+            or bound.holds_binding(self.owner)
+        )
+
+    def close(self) -> None:
+        """Refuse new calls (`StoreClosed`), fail the queued ones that no batch took yet, wait
+        for the batch or unit of work in progress (unless this thread holds it), and close the
+        kept connection."""
+        with self._idle:
+            self._closed = True
+            never_ran, self._queue = list(self._queue), deque()  # no batch took these
+            settle_all(
+                [
+                    (call, StoreClosed(f"{call.action}: the store was closed"), True)
+                    for call in never_ran
+                ]
+            )
+            self._idle.notify_all()
+            if not self.writing_in_this_thread():
+                while self._leading:
+                    self._idle.wait()
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    # --- queue and leadership ---------------------------------------------------------------
+
+    def _enqueue(self, call: Call[Any]) -> None:
+        """Queue the call; with nobody leading, its own thread leads at once."""
+        if bound.holds_binding(self.owner):
+            # This thread holds a transaction of the caller bound to the store: on SQLite it
+            # holds the write lock, on PostgreSQL maybe the rows the call needs.
+            raise BoundTransactionOpen(
+                f"{call.action}: this thread holds a transaction bound to this store "
+                "(store.bind) that has not ended; pass uow=<its unit of work> to make the call "
+                "inside it, or commit or roll back that transaction first (else the call would "
+                "wait for it)"
+            )
+        if self.writing_in_this_thread():
+            # This thread holds the write path: waiting for its turn would wait for itself.
+            raise WriteInsideUnitOfWork(
+                f"{call.action}: a write was started inside a unit of work of the same store "
+                "(a `unit_of_work()` block or a function the write path runs); use the unit of "
+                "work's repositories instead"
+            )
+        with self._idle:
+            if self._closed:
+                raise StoreClosed(f"{call.action}: the store is closed")
+            if len(self._queue) >= MAX_QUEUED_CALLS or self._waiting_for_room:
+                # Behind the callers already waiting for room: a newcomer never overtakes them.
+                self._waiting_for_room += 1
+                try:
+                    room = self._idle.wait_for(
+                        lambda: len(self._queue) < MAX_QUEUED_CALLS or self._closed,
+                        self._options.busy_timeout_s,
+                    )
+                finally:
+                    self._waiting_for_room -= 1
+            else:
+                room = True
+            if not room:
+                raise TransientStorageError(
+                    f"{call.action}: the write queue stayed full ({MAX_QUEUED_CALLS} calls) "
+                    f"for the busy timeout ({self._options.busy_timeout_s:g} s); retry later"
+                )
+            if self._closed:
+                raise StoreClosed(f"{call.action}: the store is closed")
+            withdrawal = call.withdrawal
+            if withdrawal is not None:
+                if withdrawal.cancelled:
+                    raise CallWithdrawn(f"{call.action}: withdrawn before it was queued")
+                withdrawal.attach(functools.partial(self._withdraw, call))
+            self._queue.append(call)
+            if not self._leading:
+                self._leading = call.leads = True
+
+    def _lead_until(self, call: Call[Any]) -> bool:
+        """Wait until `call` is done, leading batches while this thread holds the write path.
+        Returns `True` when `call` is exclusive and its turn has come: the caller then holds
+        the write path for its block.
+
+        Leadership passes from thread to thread, never to two at once: a leader leads until its
+        own call is done, then hands the write path to the thread of the call at the head of
+        the queue (`_hand_over`), waking that thread alone.
+
+        A caller interrupted while it waits or leads (`KeyboardInterrupt`, say) withdraws its
+        call if no batch took it yet (it is never written); one already in a batch may still
+        commit."""
+        try:
+            self._enqueue(call)
+            while True:
+                while not call.leads and not call.done:
+                    call.wait()
+                with self._idle:
+                    if call.done:
+                        if call.leads:
+                            call.leads = False
+                            self._hand_over()
+                        return False
+                    head = self._queue[0]  # this call is queued until done: never empty
+                    if head is call and call.exclusive:
+                        self._queue.popleft()
+                        return True  # this thread holds the write path for its block
+                    if head.exclusive:  # the write path goes to that block's thread
+                        call.leads, head.leads = False, True
+                        wake(head)
+                        continue
+                self._run()
+        except BaseException:
+            with self._mutex:
+                if call in self._queue:  # no batch has it: withdrawn, never written
+                    self._queue.remove(call)
+                if call.leads:
+                    call.leads = False
+                    self._hand_over()
+            raise
+
+    def _withdraw(self, call: Call[Any]) -> bool:
+        """Take `call` out of the queue if no batch took it and its thread does not lead (it
+        is then never written; its caller raises `CallWithdrawn`); whether it was, or had
+        failed or been withdrawn already."""
+        with self._idle:
+            if call.done and call.failed:
+                return True
+            if call.leads or call not in self._queue:
+                return False  # in a batch (or about to run one): it may commit
+            self._queue.remove(call)
+            self._idle.notify_all()  # room in the queue
+            call.settle(CallWithdrawn(f"{call.action}: withdrawn, never written"), failed=True)
+        return True
+
+    def _hand_over(self) -> None:
+        """With the mutex held, by the thread that holds the write path and gives it up: to the
+        thread of the call at the head of the queue, or to nobody."""
+        if self._queue:
+            head = self._queue[0]
+            head.leads = True
+            wake(head)
+        else:
+            self._leading = False
+            self._idle.notify_all()
+
+    def _take_batch(self, batch: list[Call[Any]]) -> None:
+        """Move the calls at the head of the queue, up to an exclusive one, into `batch`."""
+        with self._idle:
+            while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
+                batch.append(self._queue.popleft())
+            if self._waiting_for_room:
+                self._idle.notify_all()
+
+    # --- one batch ---------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        """Take the calls at the head of the queue and run them in one transaction; settle
+        every call taken, whatever happens (a caller must never wait for a call nobody runs)."""
+        batch: list[Call[Any]] = []
+        outcomes: list[tuple[Call[Any], str, Any]] = []
+        connection: sa.Connection | None = None
+        uow: UnitOfWork | None = None
+        committed = False
+        try:
+            self._take_batch(batch)
+            connection = self._checkout()
+            uow = UnitOfWork(connection, self._options, self._mark_commit, owner=self.owner)
+            driver.begin_write(connection)
+            sqlite = connection.dialect.name == "sqlite"
+            self._running_thread = threading.get_ident()
+            for index, call in enumerate(batch):
+                if uow.events.pending_count() >= MAX_BATCH_EVENTS:
+                    rest, batch = batch[index:], batch[:index]
+                    self._give_back(rest)  # back at the head of the queue, in order
+                    break
+                # Without a savepoint: a lone call, or on PostgreSQL the first call of a batch
+                # (its undo rolls back a transaction holding only its work). On SQLite that
+                # rollback would let another process take the write lock mid-batch.
+                bare = index == 0 and (len(batch) == 1 or not sqlite)
+                outcome = self._run_call(call, uow, connection, bare=bare)
+                outcomes.append((call, *outcome))
+            self.batches += 1
+            self.calls += len(outcomes)
+            uow.events.flush()
+            driver.commit(connection)
+            committed = True
+            self._keep(connection)
+            self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
+        except BaseException as error:
+            if not committed:
+                if connection is not None:
+                    _discard_connection(connection)
+                shared = len(batch) > 1  # a violation found now is no one call's own
+                settle_all(
+                    [
+                        (call, storage_error(call.action, error, shared=shared), True)
+                        for call in batch
+                    ]
+                )
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            self._running_thread = None
+            if uow is not None:
+                uow.end("its batch is over")
+            if committed:  # settled only now: after the commit, whatever came after it
+                settle_all(
+                    [
+                        (call, value, kind == _ERROR)
+                        for call, kind, value in outcomes
+                        if kind != _RETRY
+                    ]
+                )
+                self._committed()
+
+    def _run_call(
+        self, call: Call[Any], uow: UnitOfWork, connection: sa.Connection, *, bare: bool
+    ) -> tuple[str, Any]:
+        """Run one call: `(_OK, result)`, `(_ERROR, exception)` or `(_RETRY, exception)`. A call
+        that fails, or returns without `uow.commit()`, is undone: to its savepoint, or, for a
+        `bare` call (run without one: the first of its transaction, see `_run`), by rolling back
+        the transaction, which holds only its own work. Errors of the undo itself end the batch.
+
+        Whatever the function raises is its own caller's, `SystemExit` and `KeyboardInterrupt`
+        included: it is raised there, never in the leader's thread, and the batch goes on."""
+        mark = uow.mark()
+        if not bare:
+            driver.savepoint(connection)
+        self._commit_marked = False
+        outcome: tuple[str, Any]
+        assert call.fn is not None
+        try:
+            outcome = (_OK, call.fn(uow))
+        except BaseException as raised:  # handed to its caller; the batch goes on
+            error = _translated(call, raised) if isinstance(raised, Exception) else raised
+            if _is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
+                call.retries += 1
+                self.retried += 1
+                outcome = (_RETRY, error)
+            else:
+                outcome = (_ERROR, error)
+        if outcome[0] == _OK and self._commit_marked:
+            try:
+                # Its savepoint is kept, not released: the savepoints of a batch nest (at most
+                # MAX_BATCH_CALLS, within PostgreSQL's per-backend cache of 64 subtransactions),
+                # a later call's rollback undoes only its own, and the commit keeps them all; a
+                # RELEASE would cost a round trip per call on PostgreSQL.
+                driver.check_transaction(connection)
+                call.after_commit = uow.take_after_commit()  # the call's own: run by its caller
+                return outcome
+            except Exception as raised:  # PostgreSQL: the function swallowed an error of its
+                # own, which aborted the transaction; undo it below, as a failed call
+                outcome = (_ERROR, _translated(call, raised))
+        uow.restore(mark)
+        if bare:
+            driver.rollback(connection)
+            driver.begin_write(connection)
+        else:
+            driver.rollback_to_savepoint(connection)
+        return outcome
+
+    def _committed(self) -> None:
+        """Tell `after_commit` (the followers' signal) that a transaction committed."""
+        if self.after_commit is not None:
+            self.after_commit()
+
+    def _mark_commit(self, uow: UnitOfWork) -> None:
+        """`uow.commit()` inside a batch: the call's work is kept (its savepoint is not rolled
+        back) and commits with the batch."""
+        self._commit_marked = True
+
+    def _give_back(self, calls: list[Call[Any]]) -> None:
+        with self._mutex:
+            for call in reversed(calls):
+                self._queue.appendleft(call)
+
+    # --- the connection ------------------------------------------------------------------------
+
+    def _checkout(self) -> sa.Connection:
+        connection, self._connection = self._connection, None
+        return connection if connection is not None else self._engine.connect()
+
+    def _committer(self, connection: sa.Connection) -> Callable[[UnitOfWork], None]:
+        def commit(uow: UnitOfWork) -> None:
+            uow.events.flush()
+            driver.commit(connection)
+            self._committed()
+            run_after_commit(uow.take_after_commit())
+            driver.begin_write(connection)  # the block may go on writing: that is a new transaction
+
+        return commit
+
+    def _keep(self, connection: sa.Connection) -> None:
+        """After a commit (nothing is open): keep the connection for the next transaction,
+        unless a call changed its options or the store is closing."""
+        if self._closed or connection.get_execution_options() != self._engine_options:
+            connection.close()
+        else:
+            self._connection = connection
+
+    def _release(self, connection: sa.Connection, sound: bool) -> None:
+        """After a transaction: keep its connection for the next one if it is as the pool gave
+        it; else hand it back to the pool, which resets it, or discard it if it may be broken."""
+        if not sound or connection.invalidated:
+            _discard_connection(connection)
+            return
+        if connection.closed:  # closed by a unit-of-work block
+            return
+        try:
+            driver.rollback(connection)
+        except BaseException:
+            _discard_connection(connection)
+            raise
+        self._keep(connection)
+
+    def after_fork(self) -> None:
+        """In a child process after `fork` (`Database` notices): forget the parent's queue,
+        locks and connection without closing it (closing would end the parent's session on
+        PostgreSQL)."""
+        _INHERITED.append(self._connection)  # never collected, so never closed here
+        self._engine.dispose(close=False)  # the pool's inherited connections too
+        self._fresh_state()
+
+
+_INHERITED: list[object] = []
+
+
+_OK, _ERROR, _RETRY = "ok", "error", "retry"
+
+
+def _is_deadlock(error: BaseException) -> bool:
+    """Whether PostgreSQL chose this call as the victim of a deadlock (or a serialization
+    failure). Batches of two processes may lock the same sessions in different orders (each
+    call locks in one order, but a batch holds the locks of all its calls); the victim's
+    savepoint is rolled back, which frees its locks, so the other batch commits. The victim is
+    queued again for the next batch instead of failing its caller: it did nothing wrong."""
+    cause = error.__cause__
+    return cause is not None and is_conflict(cause)
+
+
+def _translated(call: Call[Any], error: Exception) -> Exception:
+    """A call's own error as its caller gets it: a driver error becomes a `StorageError` naming
+    the call (as `translate_errors` does), anything else is passed on."""
+    if isinstance(error, SessionJournalError) or not is_database_error(error):
+        return error
+    return storage_error(call.action, error)
+
+
+def _discard_connection(connection: sa.Connection) -> None:
+    """Close a connection that may be broken. On SQLite roll back first, on the driver: a
+    connection closed while one of its statements is still referenced (say, by a traceback)
+    lives on as a zombie that keeps its transaction, and with it the database's write lock,
+    until the garbage collector frees the statement. A PostgreSQL connection is closed without
+    talking to the server (the server ends its transaction)."""
+    driver.rollback_quietly(connection)
+    connection.invalidate()
+    connection.close()
