@@ -57,10 +57,15 @@ from alembic.util import CommandError
 
 from session_journal import migrations
 from session_journal.config import StoreOptions, resolve_url
-from session_journal.db import check_url, create_engine, require_database, sqlite_migration_lock
 from session_journal.errors import InvalidRecord, SessionJournalError
 from session_journal.migrations import planned_data_loss, refuse_data_loss, refuse_offline
-from session_journal.models import Base
+from session_journal.storage.engines import (
+    check_url,
+    create_engine,
+    require_database,
+    sqlite_migration_lock,
+)
+from session_journal.storage.models import Base
 
 # Key of the upgrade lock; the second key is the schema, so separate schemas do not wait on
 # each other.

@@ -33,7 +33,8 @@ from _databases import POSTGRES
 from _harness import Backend, Scale, backends_to_run, bench_arguments
 from bench import MESSAGE, open_store, session_ids
 
-from session_journal import Store, driver, wakeups
+from session_journal import Store
+from session_journal.storage import driver, wakeups
 
 TARGETS = {"same process": 1.0, "sqlite other process": 20.0, "postgresql other process": 10.0}
 IDLE_CPU_S, PER_WAKEUP, WRITER_SHARE, ES_RATIO = 0.01, 2.0, 0.8, 0.2

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from _databases import database
 from _harness import bench_arguments
 
-from session_journal import OutcomeReason, SessionFault, SessionRecord, Store, maintenance
+from session_journal import OutcomeReason, SessionFault, SessionRecord, Store
+from session_journal import _maintenance as maintenance
 
 FULL_EVENTS = 1_000_000
 QUICK_EVENTS = 20_000

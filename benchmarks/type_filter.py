@@ -32,7 +32,7 @@ from _harness import bench_arguments, pg_conninfo, postgres_version
 
 from session_journal import ApiEventFilter, SessionFault, SessionRecord, Store, TurnStarted
 from session_journal.api_events import EVENT_DATA
-from session_journal.storage.repositories.events import _page_query
+from session_journal.storage.repositories.event_pages import page_query
 
 PAGE = 1000
 RARE = TurnStarted(turn_id=1, command_id="c-1", started_at_ms=None).model_dump_json()
@@ -80,7 +80,7 @@ def api_catch_up(store: Store) -> int:
 def statement(engine: sa.Engine, after_seq: int, types: int = 1) -> tuple[str, Any]:
     """The page statement the API runs and its parameters (white-box: the repository's)."""
     sqlite = engine.dialect.name == "sqlite"
-    query = _page_query(sqlite=sqlite, by_session=False, by_workspace=False, types=types)
+    query = page_query(sqlite=sqlite, by_session=False, by_workspace=False, types=types)
     compiled = query.compile(engine)
     params = compiled.construct_params(
         {"after_seq": after_seq, "limit": PAGE, "type_0": "turn_started"}

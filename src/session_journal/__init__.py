@@ -70,7 +70,7 @@ from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, Ses
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
     from .aio import AsyncFollower, AsyncStore
     from .migrations import SCHEMA_LEVEL
-    from .services.events import Follower
+    from .services.following import Follower
     from .storage.unit_of_work import UnitOfWork
     from .store import Store
 
@@ -151,14 +151,14 @@ def __getattr__(name: str) -> Any:
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import aio, migrations, store
-    from .services import events
+    from .services import following
     from .storage import unit_of_work
 
     globals().update(
         SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,
         AsyncFollower=aio.AsyncFollower,
         AsyncStore=aio.AsyncStore,
-        Follower=events.Follower,
+        Follower=following.Follower,
         Store=store.Store,
         UnitOfWork=unit_of_work.UnitOfWork,
     )

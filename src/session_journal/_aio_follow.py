@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from .api_events import ApiEventFilter, ApiEventPage
 from .errors import InvalidRecord, SessionJournalError, StoreClosed
-from .services.events import EventService, Follower
+from .services.events import EventService
 from .storage.calls import WITHDRAWAL, Withdrawal
 from .storage.tail import SharedTail
 from .storage.wakeups import CommitSignal
@@ -116,7 +116,8 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         *,
         started: bool = False,
     ) -> None:
-        self._follower = Follower(events, event_filter, after_seq or 0, limit)
+        self._events = events
+        self._follower = events._follower(event_filter, after_seq or 0, limit)
         self._after_seq = after_seq
         self._started = started  # whether the cursor is checked (or, for None, read)
         self._start_lock = asyncio.Lock()
@@ -143,7 +144,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         async with self._start_lock:  # one start: a second caller waits for the first
             if self._started or self.closed:
                 return
-            start = self._follower._events._start_cursor
+            start = self._events._start_cursor
             try:
                 cursor = await self._workers.run(start, self._after_seq)
             except SessionJournalError:  # refused (or the store closed): it gives no more

@@ -19,7 +19,7 @@ from .storage.engines import (
     translate_errors,
 )
 from .storage.models import ApiEventRow, Base, EventSequenceRow, SessionRow
-from .storage.repositories.events import API_EVENTS
+from .storage.repositories.event_pages import API_EVENTS
 
 _DURATION = re.compile(r"(?P<amount>[0-9]{1,12})(?P<unit>ms|s|m|h|d|w)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}

@@ -22,29 +22,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext, RevisionStep
-from alembic.script import Script, ScriptDirectory
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy.engine import Engine
 
+# Exported here for env.py and for the public API of this module (they live in smaller modules).
+from ._revision_checks import planned_data_loss as planned_data_loss
+from ._revision_checks import refuse_data_loss as refuse_data_loss
+from ._revision_checks import refuse_offline as refuse_offline
+from ._revision_checks import revision_module
 from .config import StoreOptions
 from .errors import (
-    DataLossRefused,
     IncompatibleSchema,
     InvalidRecord,
     MigrationFailed,
-    PermanentStorageError,
     SchemaOutOfDate,
     SessionJournalError,
 )
 from .storage import backfill
-from .storage.engines import create_engine, error_detail, require_database, translate_errors
+from .storage.engines import create_engine, require_database, translate_errors
 from .storage.models import Base
+from .storage.schemas import ensure_schema as ensure_schema
+from .storage.schemas import missing_schema
+from .storage.schemas import search_path_schemas as search_path_schemas
 
 SCHEMA_LEVEL = 10
 """The schema level of this code's head revision (see `schema_compatibility`)."""
@@ -174,72 +179,6 @@ def is_own_table(name: str) -> bool:
     return (
         name in Base.metadata.tables or name.startswith(FULL_TEXT_TABLES) or name == VERSION_TABLE
     )
-
-
-_PATH_ENTRY = re.compile(r'\s*(?:"(?P<quoted>(?:[^"]|"")*)"|(?P<bare>[^,\s]+))\s*(?:,|$)')
-
-
-def search_path_schemas(search_path: str) -> list[str]:
-    """The schema names of a PostgreSQL `search_path` setting, in order, as the server reads
-    them: quoted names as written, unquoted ones in lower case (`"$user"` stays as it is)."""
-    names, position = [], 0
-    while position < len(search_path.rstrip()):
-        entry = _PATH_ENTRY.match(search_path, position)
-        if entry is None:
-            raise InvalidRecord(f"cannot read the PostgreSQL search_path {search_path!r}")
-        quoted = entry["quoted"]
-        names.append(quoted.replace('""', '"') if quoted is not None else entry["bare"].lower())
-        position = entry.end()
-    return names
-
-
-def missing_schema(connection: sa.Connection) -> str | None:
-    """On PostgreSQL, the schema this package's tables would be created in when it does not
-    exist: the first schema of the `search_path` (`"$user"` as the role's name) when none of
-    the path's schemas exists (PostgreSQL then has no schema to create tables in). `None` on
-    SQLite and whenever a schema of the path exists (the tables go there, as before)."""
-    if connection.dialect.name != "postgresql":
-        return None
-    row = connection.execute(
-        sa.text("SELECT current_schema(), current_setting('search_path'), current_user")
-    ).one()
-    if row[0] is not None:
-        return None
-    path = search_path_schemas(row[1])
-    if not path:
-        return None
-    return str(row[2]) if path[0] == "$user" else path[0]
-
-
-def ensure_schema(connection: sa.Connection, *, lock_key: int) -> str | None:
-    """Create the schema `missing_schema` names, if any (`CREATE SCHEMA IF NOT EXISTS`, under a
-    transaction-level advisory lock on `lock_key` and the schema's name, so that concurrent
-    upgrades create it once), and commit; the schema created, or `None`. A role that may not
-    create it gets a `PermanentStorageError` that says what to do."""
-    schema = missing_schema(connection)
-    connection.rollback()
-    if schema is None:
-        return None
-    preparer = connection.dialect.identifier_preparer
-    quoted = preparer.quote(schema)
-    try:
-        connection.execute(
-            sa.text("SELECT pg_advisory_xact_lock(:key, hashtext(:schema))"),
-            {"key": lock_key, "schema": schema},
-        )
-        connection.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
-        connection.commit()
-    except sa.exc.DBAPIError as error:
-        connection.rollback()
-        role = preparer.quote(str(connection.execute(sa.text("SELECT current_user")).scalar()))
-        connection.rollback()
-        raise PermanentStorageError(
-            f"PostgreSQL schema {schema!r} (first in the search_path) does not exist and cannot "
-            f"be created: {error_detail(error)}; create it (CREATE SCHEMA {quoted} "
-            f"AUTHORIZATION {role}) or grant the role CREATE on the database; nothing was "
-            "migrated"
-        ) from error
-    return schema
 
 
 @dataclass(frozen=True)
@@ -415,84 +354,6 @@ def _run(
         ) from error
 
 
-_PLANNING_COMMANDS = frozenset({"upgrade", "downgrade"})
-"""The `alembic.command` functions whose step function only computes the steps; the others'
-(`current` prints, `check` compares the schema) must run once, by Alembic."""
-
-
-def _planned_steps(context: MigrationContext) -> list[RevisionStep]:
-    """The steps Alembic is about to run, from the database's revision (offline: FROM), for an
-    upgrade or a downgrade; none for any other command (`current`, `stamp`, `check`).
-    `opts["fn"]`, the function given to `configure(fn=...)`, is what Alembic's own
-    `run_migrations` calls for them."""
-    plan = context.opts.get("fn")
-    if (
-        plan is None
-        or getattr(plan, "__module__", None) != command.__name__
-        or getattr(plan, "__name__", None) not in _PLANNING_COMMANDS
-    ):
-        return []
-    return [step for step in plan(context.get_current_heads(), context) if step is not None]
-
-
-def _module(script: Script) -> Any:
-    return script.module
-
-
-def planned_data_loss(context: MigrationContext) -> tuple[str, ...]:
-    """What the downgrade `context` is about to run would lose of the data the database holds,
-    one text per revision that loses some (`"REV: what"`, each revision's `downgrade_loss`);
-    nothing for an upgrade."""
-    downgrades = [step.revision for step in _planned_steps(context) if not step.is_upgrade]
-    if not downgrades:
-        return ()
-    assert context.connection is not None
-    return tuple(
-        f"{script.revision}: {loss}"
-        for script in downgrades
-        if (loss := _module(script).downgrade_loss(context.connection)) is not None
-    )
-
-
-def refuse_data_loss(context: MigrationContext) -> None:
-    """`DataLossRefused` if the downgrade `context` is about to run would lose data the
-    database holds (`planned_data_loss`); nothing for an upgrade. Called by env.py before any
-    revision runs."""
-    losses = planned_data_loss(context)
-    if losses:
-        downgrades = [step.revision for step in _planned_steps(context) if not step.is_upgrade]
-        target = downgrades[-1].down_revision
-        raise DataLossRefused(
-            context.get_current_revision() or "base",
-            target if isinstance(target, str) else "base",
-            losses,
-        )
-
-
-def refuse_offline(context: MigrationContext, target: str) -> None:
-    """`InvalidRecord` if a revision of the range `context` is about to render as SQL cannot be
-    rendered (`RENDERS_OFFLINE = False`). Called by env.py before anything is printed."""
-    steps = _planned_steps(context)
-    start = ",".join(context.get_current_heads()) or "base"
-    for step in steps:
-        if _module(step.revision).RENDERS_OFFLINE:
-            continue
-        name = step.revision.revision
-        down = step.revision.down_revision
-        below = down if isinstance(down, str) else "base"
-        if step.is_upgrade:
-            online = f"session-journal db upgrade {name}"
-            before, after = below, name
-        else:
-            online = f"session-journal db downgrade {below}"
-            before, after = name, below
-        raise InvalidRecord(
-            f"cannot render {start}:{target} as SQL: {name} reads and rewrites rows and runs "
-            f"online only; render up to {before}, run {name} online ({online}), then render "
-            f"from {after}; nothing was printed"
-        )
-
-
 def upgrade_sql(url: str, revision: str = "head", options: StoreOptions | None = None) -> str:
     """The SQL script (offline mode) that upgrades a database from FROM to TO, given as
     `FROM:TO` or `TO`; without FROM, the revision of the database at `url` (read from it, so it
@@ -573,7 +434,7 @@ def revisions() -> list[RevisionInfo]:
     """This code's revisions, oldest first."""
     found = []
     for script in _scripts().walk_revisions():
-        module = _module(script)
+        module = revision_module(script)
         down = script.down_revision
         found.append(
             RevisionInfo(

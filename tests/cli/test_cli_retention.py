@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from session_journal import OutcomeReason, SessionFault, Store, maintenance
+from session_journal import OutcomeReason, SessionFault, Store
+from session_journal import _maintenance as maintenance
 from session_journal.cli import main
+from session_journal.services.events import EventService, PrunePlan
 from tests.factories import SessionFactory
+
+BODY = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="old").model_dump_json()
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -110,6 +114,38 @@ def test_db_prune_dry_run_then_prune_then_stats(
     assert lines[:4] == ["sessions: 1", "events: 0", "pruned_through: 10", "frontier: 10"]
     assert lines[4].startswith("size_on_disk: ") and lines[4].endswith(" bytes")
     assert int(lines[4].split()[1]) > 0
+
+
+def test_db_prune_prunes_what_it_judged_not_what_qualifies_later(
+    migrated_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Between the plan (the level and empty-log checks) and the prune, another process appends
+    # an event with an old time: it would qualify for `--older-than` now, but the checks did
+    # not see it, so this prune leaves it for the next one.
+    with Store.open(migrated_url) as store:
+        store.sessions.save(SessionFactory(id="s1"))
+        with store.unit_of_work() as uow:
+            for _ in range(5):
+                uow.events.append("s1", 1, BODY)
+            uow.commit()
+    planned = EventService.plan_prune
+
+    def plan_then_append(self: EventService, **target: int) -> PrunePlan:
+        plan = planned(self, **target)
+        if target.get("older_than_ms") is not None:
+            with Store.open(migrated_url) as other, other.unit_of_work() as uow:
+                uow.events.append("s1", 1, BODY)
+                uow.commit()
+        return plan
+
+    monkeypatch.setattr(EventService, "plan_prune", plan_then_append)
+    url = ("--url", migrated_url)
+    allow = ("--allow-level-change", "--allow-empty-log")  # as planned: every event goes
+    code, out, err = run(capsys, *url, "db", "prune", "--older-than", "1h", *allow)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == "pruned 5 event(s); pruned_through 5, frontier 6"
+    with Store.open(migrated_url) as store:
+        assert [event.seq for event in store.events.load(after_seq=0).events] == [6]
 
 
 @pytest.mark.parametrize(

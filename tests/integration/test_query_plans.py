@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from session_journal import ApiEventFilter, Store, TurnStarted
-from session_journal.storage.repositories.events import _page_query
+from session_journal.storage.repositories.event_pages import page_query
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import append_raw
 
@@ -33,9 +33,7 @@ PARAMS = {
 def plan(store: Store, by_session: bool, by_workspace: bool, types: int = 0) -> str:
     engine = store._database.reader
     sqlite = engine.dialect.name == "sqlite"
-    query = _page_query(
-        sqlite=sqlite, by_session=by_session, by_workspace=by_workspace, types=types
-    )
+    query = page_query(sqlite=sqlite, by_session=by_session, by_workspace=by_workspace, types=types)
     compiled = query.compile(engine)
     params = compiled.construct_params(PARAMS)
     with engine.connect() as connection:
@@ -127,14 +125,14 @@ def test_a_rare_type_is_read_without_reading_the_others(store: Store) -> None:
     sqlite = engine.dialect.name == "sqlite"
     tags = {"type_0": "turn_started", "type_1": "command_ended", "type_2": "input_required"}
     for types, limit in ((1, 10), (3, 10), (1, 1000), (3, 2)):
-        query = _page_query(sqlite=sqlite, by_session=False, by_workspace=False, types=types)
+        query = page_query(sqlite=sqlite, by_session=False, by_workspace=False, types=types)
         compiled = query.compile(engine)
         params = compiled.construct_params({**PARAMS, **tags, "after_seq": 0, "limit": limit})
         page = store.events.load(ApiEventFilter(types=list(tags.values())[:types]), 0, limit)
         assert len(page.events) == min(5, limit)
         if sqlite:
             filtered = sqlite_steps(engine, compiled, params)
-            unfiltered = _page_query(sqlite=True, by_session=False, by_workspace=False, types=0)
+            unfiltered = page_query(sqlite=True, by_session=False, by_workspace=False, types=0)
             everything = sqlite_steps(
                 engine,
                 unfiltered.compile(engine),

@@ -10,8 +10,8 @@
    models. It imports values and domain, never a service.
 4. **services** — `services/`: one use case per method, on the unit of work's protocols.
 5. **entry points** — the package itself, `store` (`Store`), `aio` (`AsyncStore`, with
-   `_aio_follow` under it), `cli/` and `__main__`, `migrations`, `_maintenance`, `demo`: they
-   put the layers below together.
+   `_aio_follow` under it), `cli/` and `__main__`, `migrations` (with `_revision_checks`),
+   `_maintenance`, `demo`: they put the layers below together.
 6. **web** — `web/` (the HTTP layer): it imports only the public surface, `session_journal` and
    `session_journal.aio`, never `storage/` or a service.
 
@@ -25,6 +25,7 @@ Every import counts, at module level, under `TYPE_CHECKING` and inside functions
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import session_journal
@@ -60,6 +61,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "__main__",
         "migrations",
         "_maintenance",
+        "_revision_checks",
         "demo",
         "_moved",
     ),
@@ -154,3 +156,56 @@ def test_the_check_finds_an_import_of_an_old_path(tmp_path: Path) -> None:
     assert violations(root, frozenset({f"{PACKAGE}.db"})) == [
         "session_journal.store:1 imports session_journal.db, an old path (import its new one)"
     ]
+
+
+def test_the_alembic_environment_imports_no_old_path() -> None:
+    # env.py ships in the wheel (as `session_journal/_alembic`) and runs in every upgrade.
+    env = Path(__file__).parents[2] / "alembic" / "env.py"
+    tree = ast.parse(env.read_text(encoding="utf-8"))
+    named = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    named |= {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    old = {
+        name
+        for name in named
+        if name and any(name == path or name.startswith(path + ".") for path in MOVED)
+    }
+    assert not old, f"alembic/env.py imports old paths: {sorted(old)}"
+
+
+def old_paths_named(path: Path) -> set[str]:
+    """The old module paths (`session_journal._moved`) a file's imports name."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found |= {
+            name
+            for name in names
+            if any(name == old or name.startswith(old + ".") for old in MOVED)
+        }
+    return found
+
+
+# The two tests of the old paths themselves.
+OLD_PATH_TESTS = {"test_moved_paths.py", "test_pickles_across_the_move.py"}
+
+
+def test_the_tests_and_benchmarks_import_the_new_paths() -> None:
+    # So that the aliases can go in the next release without a test noticing only then.
+    repo = Path(__file__).parents[2]
+    files = [*sorted((repo / "tests").rglob("*.py")), *sorted((repo / "benchmarks").glob("*.py"))]
+    named = {
+        str(path.relative_to(repo)): sorted(old)
+        for path in files
+        if path.name not in OLD_PATH_TESTS and (old := old_paths_named(path))
+    }
+    assert named == {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from session_journal import StorageError
-from session_journal.storage.repositories.events import split_frontier
+from session_journal.storage.repositories.event_pages import split_frontier
 
 EVENTS = [(3, "s-1", 30, "{}"), (5, "s-2", 50, "{}"), (9, "s-1", 90, "{}")]
 

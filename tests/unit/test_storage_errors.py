@@ -17,8 +17,8 @@ from session_journal import (
     SessionJournalError,
     StorageError,
     TransientStorageError,
-    driver,
 )
+from session_journal.storage import driver
 from session_journal.storage import engines as db_module
 from session_journal.storage.engines import (
     is_conflict,

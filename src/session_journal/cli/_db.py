@@ -101,7 +101,9 @@ def _prune(url: str, args: argparse.Namespace) -> int:
                 f"db prune would delete every retained event ({retained}), leaving the log "
                 "empty; give --allow-empty-log to prune anyway; nothing was deleted"
             )
-        deleted = store.events.prune(**target)
+        # The prune the plan judged, not a new reading of `--older-than`: events that qualify
+        # only now (appended meanwhile with old times) are left for the next prune.
+        deleted = store.events.prune(through_seq=plan.through_seq)
         print(
             f"pruned {deleted} event(s); pruned_through {store.events.pruned_through()}, "
             f"frontier {store.events.latest_seq()}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -10,27 +9,24 @@ import sqlalchemy as sa
 
 from ..._validation import EncodedJson, check_json_body, require_id, require_int
 from ...api_events import (
-    EVENT_TYPES,
     ApiEventData,
     ApiEventFilter,
     StoredRow,
     validate_stored_body,
 )
 from ...config import StoreOptions
-from ...errors import InvalidRecord, PermanentStorageError, SessionNotFound, UnitOfWorkEnded
+from ...errors import PermanentStorageError, SessionNotFound, UnitOfWorkEnded
 from .. import driver
 from ..engines import translate_errors
 from ..models import (
     ApiEventRow,
     EventSequenceRow,
     SchemaCompatibilityRow,
-    SessionContextRow,
     SessionRow,
     StoredType,
 )
 from ..wakeups import CHANNEL
-
-API_EVENTS = "api_events"
+from .event_pages import API_EVENTS, checked_types, page_query, split_floor
 
 # Statements of the hot paths, built once: building a statement and its cache key on every call
 # costs more than executing it.
@@ -160,71 +156,6 @@ _STORED_TYPES = sa.select(ApiEventRow.seq, StoredType(ApiEventRow.body)).where(
 )
 _by_seq = itemgetter(0)
 _NO_FRONTIER = "event_sequences has no 'api_events' row: the schema is damaged"
-
-
-_PAGE_COLUMNS = (
-    ApiEventRow.seq,
-    ApiEventRow.session_id,
-    ApiEventRow.recorded_at_ms,
-    ApiEventRow.body,
-    ApiEventRow.body_canonical,
-)
-_KNOWN_TYPES = frozenset(EVENT_TYPES)
-
-
-@functools.cache
-def _page_query(
-    *, sqlite: bool, by_session: bool, by_workspace: bool, types: int
-) -> sa.CompoundSelect[Any]:
-    # One statement per backend and filter combination, so each gets its own plan: a generic
-    # `(:sid IS NULL OR session_id = :sid)` keeps SQLite off the (session_id, seq) index, and the
-    # workspace filter must let both backends walk the log in seq order and stop when the page is
-    # full, rather than read every event of the workspace's sessions and sort them on each page.
-    # A type filter (`types` tags, bound as `type_0`...) is one scan per type of the (tag, seq)
-    # or (session_id, tag, seq) index, in seq order, merged (SQLite: MERGE (UNION ALL) of
-    # co-routines; PostgreSQL: Merge Append of limited scans), each read only as far as the
-    # page takes it: a page reads at most `limit` index entries per type (plus, with a
-    # workspace, those of other workspaces' sessions that the membership check passes over).
-    def arm(tag: int | None) -> sa.Select[int, str, int, str, bool]:
-        query = sa.select(*_PAGE_COLUMNS).where(ApiEventRow.seq > sa.bindparam("after_seq"))
-        if by_session:
-            query = query.where(ApiEventRow.session_id == sa.bindparam("session_id"))
-        if tag is not None:
-            query = query.where(StoredType(ApiEventRow.body) == sa.bindparam(f"type_{tag}"))
-        if by_workspace:
-            members = sa.select(SessionContextRow.session_id).where(
-                SessionContextRow.workspace_id == sa.bindparam("workspace_id")
-            )
-            if sqlite and not by_session:
-                # SQLite: `+session_id` (SQLite's documented way to keep a term off an index)
-                # makes the IN list a lookup while the scan follows seq; twice as fast as an
-                # EXISTS.
-                query = query.where(sa.literal_column("+api_events.session_id").in_(members))
-            else:
-                # PostgreSQL plans the correlated EXISTS as a nested loop in seq order.
-                correlated = members.where(SessionContextRow.session_id == ApiEventRow.session_id)
-                query = query.where(correlated.exists())
-        return query
-
-    limit: sa.BindParameter[int] = sa.bindparam("limit")
-    if types <= 1:
-        page = arm(0 if types else None).order_by(ApiEventRow.seq).limit(limit).subquery("page")
-    elif sqlite:  # co-routines in seq order, merged: no sort
-        merged = sa.union_all(*(arm(tag) for tag in range(types)))
-        page = merged.order_by(sa.literal_column("seq")).limit(limit).subquery("page")
-    else:  # limited arms, which PostgreSQL merges (Merge Append) rather than sorts
-        arms = [
-            sa.select(arm(tag).order_by(ApiEventRow.seq).limit(limit).subquery(f"of_type_{tag}"))
-            for tag in range(types)
-        ]
-        page = sa.union_all(*arms).order_by(sa.literal_column("seq")).limit(limit).subquery("page")
-    # The frontier rides along as one more row (its session_id is NULL), so that the page and
-    # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
-    # Its third column is the floor of the pruned log (`pruned_through`), from the same snapshot.
-    frontier = sa.select(
-        EventSequenceRow.last_seq, sa.null(), EventSequenceRow.pruned_through, sa.null(), sa.null()
-    ).where(EventSequenceRow.name == API_EVENTS)
-    return sa.union_all(sa.select(page), frontier)
 
 
 class EventRepository:
@@ -411,8 +342,8 @@ class EventRepository:
         the events after `after_seq` matching the filter, ascending, at most `limit`, read by
         one statement (so from one snapshot, also outside a transaction); undecoded: pages
         decode them (`decode_events`) or write them as JSON (`event_texts`)."""
-        types = _checked_types(event_filter.types)
-        query = _page_query(
+        types = checked_types(event_filter.types)
+        query = page_query(
             sqlite=self._connection.dialect.name == "sqlite",
             by_session=event_filter.session_id is not None,
             by_workspace=event_filter.workspace_id is not None,
@@ -430,7 +361,7 @@ class EventRepository:
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
         """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
         events after `after_seq`, ascending, at most `limit`, by one statement."""
-        query = _page_query(
+        query = page_query(
             sqlite=self._connection.dialect.name == "sqlite",
             by_session=False,
             by_workspace=False,
@@ -501,25 +432,6 @@ class EventRepository:
         return int(row[0]) if row is not None else 0
 
 
-def _checked_types(types: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The tags of a filter as `ApiEventFilter` validates them (a filter made without
-    validation, `model_construct`, is checked here too: it decides the statement's shape)."""
-    if types is None:
-        return ()
-    if (
-        not isinstance(types, tuple)
-        or not types
-        or not all(isinstance(tag, str) for tag in types)
-        or len(set(types)) != len(types)
-        or not _KNOWN_TYPES.issuperset(types)
-    ):
-        raise InvalidRecord(
-            f"filter types must be distinct known event types ({', '.join(EVENT_TYPES)}), "
-            f"got {types!r}"
-        )
-    return types
-
-
 class LogVersion(NamedTuple):
     """What changes in the log whenever a commit changes its events: the frontier (appends),
     the floor of the pruned log (prunes) and the counter of deletions (prunes, deleted
@@ -547,36 +459,3 @@ class PendingMark(NamedTuple):
 
 EMPTY_MARK = PendingMark(())
 """The mark of an empty queue."""
-
-
-def split_floor(rows: list[Any]) -> tuple[int, int, list[Any]]:
-    """The frontier, the floor of the pruned log (the frontier row's third column) and the
-    event rows in seq order (see `split_frontier`)."""
-    frontier, rows = _split(rows)
-    return int(frontier[0]), int(frontier[2] or 0), rows
-
-
-def split_frontier(rows: list[Any]) -> tuple[int, list[Any]]:
-    """The frontier (the row whose session_id is NULL) and the event rows in seq order.
-
-    The page statement has no ORDER BY over its UNION ALL (a sort there costs more than the
-    rest of the statement): both backends return the page branch, in its own order, then the
-    frontier row. This does not rely on that: it finds the frontier row anywhere and sorts the
-    events by seq, which takes one pass over rows already in order.
-    """
-    frontier, rows = _split(rows)
-    return int(frontier[0]), rows
-
-
-def _split(rows: list[Any]) -> tuple[Any, list[Any]]:
-    """The frontier row and the event rows in seq order."""
-    if rows and rows[-1][1] is None:
-        frontier = rows.pop()
-    else:
-        found = [row for row in rows if row[1] is None]
-        if not found:
-            raise PermanentStorageError(_NO_FRONTIER)
-        frontier = found[0]
-        rows.remove(frontier)
-    rows.sort(key=_by_seq)
-    return frontier, rows

@@ -1,0 +1,243 @@
+"""Following the log: `Follower`, the iterator of `store.events.follow` (and the reader under
+`wait`), served from the store's shared window when it can answer and from the database
+otherwise; and the cursor rules every page obeys (`check_cursor`, `page_after`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Literal
+
+from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage
+from ..errors import CursorAhead, CursorExpired, StoreClosed
+from ..storage.tail import SharedTail
+from ..storage.wakeups import CommitSignal
+
+
+class Follower(Iterator[ApiEventPage]):
+    """Pages of the log as they commit (`store.events.follow`). Each page holds events, or is
+    empty with a cursor moved past events of other sessions; iterate, or call `next_page` with
+    a timeout. Thread-safe `close()`; the iteration also ends when the store closes.
+
+    While it waits it costs nothing: it reads the log again only when the store's wake-up
+    signal moved (a commit here or elsewhere: see `wakeups`), and at the latest every
+    `reread_s` seconds (a safety net; a signal is only a hint)."""
+
+    def __init__(
+        self,
+        load: Callable[[ApiEventFilter | None, int, int], ApiEventPage],
+        tail: SharedTail,
+        signal: CommitSignal,
+        event_filter: ApiEventFilter | None,
+        cursor: int,
+        limit: int,
+    ) -> None:
+        """Prefer `store.events.follow`. `load` reads a page from the database (`events.load`),
+        `tail` is the store's shared window and `signal` its commit signal."""
+        self._load = load
+        self._tail = tail
+        self._filter = event_filter
+        self._limit = limit
+        self._closed = threading.Event()
+        self._signal = signal
+        self.cursor = cursor
+        """The cursor: the `next_after_seq` of the last page returned."""
+        self.reread_s = 60.0
+        """The longest time between two reads of the log while nothing wakes the follower."""
+        self.last_read: ApiEventPage | None = None  # the last page read, returned or not
+        self._read_at: int | None = None  # the signal's generation when it was read
+        # Whether a read checked that the shared window holds every commit completed before
+        # the follower was made (`SharedTail.verify`): the first read does.
+        self._verified = False
+        self._read_time = 0.0  # and the time
+
+    def __iter__(self) -> Follower:
+        return self
+
+    def __next__(self) -> ApiEventPage:
+        while True:
+            try:
+                page = self.next_page(timeout=None)
+            except StoreClosed:
+                raise StopIteration from None
+            if page is not None:
+                return page
+            if self.closed or self._signal.closed:
+                raise StopIteration
+
+    def next_page(self, timeout: float | None, *, events_only: bool = False) -> ApiEventPage | None:
+        """The next page: one holding events, or (unless `events_only`) an empty one whose
+        cursor moved; `None` when `timeout` seconds passed first (`None`: no limit), or the
+        follower or the store closed. `CursorAhead` if the cursor is above the frontier."""
+        signal = self._signal
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._closed.is_set() and not signal.closed:
+            generation = signal.generation  # before the read: a later commit moves it
+            page = self.poll(generation, events_only=events_only)
+            if page is not None:
+                return page
+            left = self.wait_left(deadline)
+            if left <= 0:
+                return None
+            signal.wait_past(generation, left, stop=self._closed)
+        return None
+
+    def poll(self, generation: int, *, events_only: bool = False) -> ApiEventPage | None:
+        """One step of `next_page` without waiting, for a reader that saw the signal at
+        `generation` just before: the next page if one is there, else `None` (then wait for the
+        signal to move past `generation`). It reads only when the signal moved since the last
+        read, or when that read is older than `reread_s` (then from the database itself)."""
+        stale = self._read_at is not None and self._stale()
+        if self._read_at != generation or stale:
+            page = self._read(None if stale else generation)
+            return self._took(page, generation, events_only)
+        return self._unreturned(events_only)
+
+    def _unreturned(self, events_only: bool) -> ApiEventPage | None:
+        """The empty page last read, if it moved the cursor and was not returned (it was read
+        for `events_only`) and this call returns such pages; else `None`. Nothing committed
+        since that read (the signal did not move), so it is still the answer."""
+        last = self.last_read
+        if events_only or last is None or last.events or last.next_after_seq <= self.cursor:
+            return None
+        self.cursor, self._read_at = last.next_after_seq, None
+        return last
+
+    def poll_in_memory(
+        self, generation: int, *, events_only: bool = False
+    ) -> ApiEventPage | Literal["behind", "database"] | None:
+        """`poll`, but only if it can be answered from memory without waiting for a lock (from
+        an event loop): `"behind"` when the shared window is older than `generation` (refresh
+        it, `SharedTail.refresh`, on a thread, then ask again); `"database"` when only the
+        database can answer (`poll` on a thread)."""
+        stale = self._read_at is not None and self._stale()
+        if self._read_at == generation and not stale:
+            return self._unreturned(events_only)
+        if stale or not self._verified:  # the first read checks the window: on a thread
+            return "database"
+        cursor = self._next_cursor()
+        event_filter = self._filter or ApiEventFilter()
+        served = self._tail.page_in_memory(event_filter, cursor, self._limit, generation)
+        if served is False:
+            return "behind"
+        if served is None:
+            return "database"
+        latest, pruned, rows = served
+        events = [row[3] for row in rows]
+        page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
+        return self._took(page, generation, events_only)
+
+    def _took(self, page: ApiEventPage, generation: int, events_only: bool) -> ApiEventPage | None:
+        """`page` if it is one to return (events, or a moved cursor unless `events_only`);
+        else `None`, remembering that the log was read at `generation`."""
+        if page.events or (page.next_after_seq != self.cursor and not events_only):
+            self.cursor, self._read_at = page.next_after_seq, None
+            return page
+        self._read_at, self._read_time = generation, time.monotonic()
+        return None
+
+    def wait_left(self, deadline: float | None) -> float:
+        """How long to wait for the signal now: until `deadline` (a `time.monotonic()`; `None`:
+        none), and at most `reread_s`."""
+        if deadline is None:
+            return self.reread_s
+        return min(deadline - time.monotonic(), self.reread_s)
+
+    def _read(self, generation: int | None) -> ApiEventPage:
+        """The page after the cursor: from the store's shared window when it can answer (for a
+        reader that saw the signal at `generation`), else from the database."""
+        cursor = self._next_cursor()
+        served = None
+        if generation is not None:
+            event_filter = self._filter or ApiEventFilter()
+            served = self._tail.page(
+                event_filter, cursor, self._limit, generation, verify=not self._verified
+            )
+        self._verified = True  # the window was checked, or the database read
+        if served is None:
+            # `load` raises `CursorExpired` for a cursor below the floor of its snapshot.
+            page = self._load(self._filter, cursor, self._limit)
+            pruned = page.pruned_through
+        else:
+            latest, pruned, rows = served
+            page = page_after(cursor, latest, [row[3] for row in rows], pruned)
+        return self._checked(cursor, page, pruned)
+
+    def _checked(self, cursor: int, page: ApiEventPage, pruned_through: int) -> ApiEventPage:
+        """`page`, read after `cursor` in a snapshot whose floor of the pruned log was
+        `pruned_through`, remembered as the last read; `CursorExpired` if the cursor is below
+        that floor (events after it were pruned), `CursorAhead` if it is above the frontier."""
+        check_cursor(cursor, page.latest_seq, pruned_through)
+        self.last_read = page
+        return page
+
+    def _next_cursor(self) -> int:
+        # Past the last page read: an empty filtered page moves it too, even when `next_page`
+        # did not return that page.
+        return (
+            self.cursor
+            if self.last_read is None
+            else max(self.cursor, self.last_read.next_after_seq)
+        )
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._read_time >= self.reread_s
+
+    def close(self) -> None:
+        """End the iteration, also one blocked in another thread (it returns at once); the
+        store's other followers are not made to read the log again."""
+        self._closed.set()
+        self._signal.interrupt()
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called."""
+        return self._closed.is_set()
+
+    @property
+    def store_closed(self) -> bool:
+        """Whether the store closed (the follower ended with it)."""
+        return self._signal.closed
+
+    def __enter__(self) -> Follower:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def check_cursor(cursor: int, latest_seq: int, pruned_through: int) -> None:
+    """`CursorExpired` if the cursor is below the floor (`check_not_expired`), `CursorAhead` if
+    it is above the frontier: it comes from another database or a restored backup."""
+    check_not_expired(cursor, pruned_through)
+    if cursor > latest_seq:
+        raise CursorAhead(
+            f"after_seq {cursor} is above the frontier {latest_seq}: the cursor comes "
+            "from another database or a restored backup; resync the client"
+        )
+
+
+def check_not_expired(cursor: int, pruned_through: int) -> None:
+    """`CursorExpired` if `0 < cursor < pruned_through`: events after the cursor were pruned.
+    A cursor of 0 means "from the oldest retained event" and never expires."""
+    if 0 < cursor < pruned_through:
+        raise CursorExpired(pruned_through, cursor)
+
+
+def page_after(
+    cursor: int, latest: int, events: list[ApiEvent], pruned_through: int = 0
+) -> ApiEventPage:
+    """The page of `events` read after `cursor` with the frontier `latest`: `next_after_seq`
+    is the last event's seq, else `max(latest, cursor)`, so it never moves back and an empty
+    filtered page still advances it."""
+    after = events[-1].seq if events else max(latest, cursor)
+    return ApiEventPage(
+        events=events, next_after_seq=after, latest_seq=latest, pruned_through=pruned_through
+    )
