@@ -50,6 +50,8 @@ class Interrupt:
 
 @contextmanager
 def interrupt_flag(follow: bool) -> Iterator[Interrupt]:
+    """The flag SIGINT and SIGTERM set while the block runs (`follow`: in the main thread, the
+    process's handlers are replaced for the block and put back after it)."""
     interrupt = Interrupt()
     # Only the main thread may set handlers, and only it receives the signals anyway.
     if not follow or threading.current_thread() is not threading.main_thread():

@@ -16,6 +16,7 @@ from ._common import schema_status, shown_url
 
 
 def db_command(url: str, args: argparse.Namespace) -> int:
+    """`session-journal db ...`: run the sub-command; the exit code."""
     command = args.db_command
     if command == "upgrade" and args.sql:
         # Rendered whole before anything is printed: a refusal prints nothing on stdout. Only

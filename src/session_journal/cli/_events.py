@@ -14,6 +14,7 @@ from ._common import WAKE_S, Interrupt, interrupt_flag, shown_url
 
 def events_command(url: str, args: argparse.Namespace) -> int:
     # Checked by the store (InvalidRecord, one line); repeated types are merged here.
+    """`session-journal events`: print a page, or follow (`--follow`); the exit code."""
     types = None if args.types is None else tuple(sorted(set(args.types)))
     event_filter = ApiEventFilter.model_construct(
         session_id=args.session, workspace_id=args.workspace, types=types
@@ -59,6 +60,7 @@ def _follow(
 
 
 def demo_command(url: str, *, into_existing: bool) -> int:
+    """`session-journal demo`: run the demo scenario and print its feed; the exit code."""
     print(f"# database: {shown_url(url)}")
     with Store.open(url, upgrade=True) as store:
         foreign = [s.id for s in store.sessions.list() if s.id not in DEMO_SESSIONS]

@@ -14,6 +14,7 @@ from ..store import Store
 
 
 def journal_command(command: str, path: str) -> int:
+    """`session-journal journal stats|verify PATH`; the exit code."""
     if Path(path).is_dir() and not events_file(path).is_file():
         raise InvalidRecord(
             f"directory {path} has no {EVENTS_FILE} (looked for {events_file(path).absolute()})"
@@ -52,6 +53,7 @@ def _stats(path: str) -> SessionStats:
 def search_command(url: str, args: argparse.Namespace) -> int:
     # Python decodes argv bytes that are not UTF-8 to lone surrogates (U+DC80-U+DCFF), which
     # the index refuses; name the byte the user typed rather than the surrogate.
+    """`session-journal search`: print the project index's hits; the exit code."""
     for position, char in enumerate(args.query):
         if "\udc80" <= char <= "\udcff":
             raise InvalidRecord(

@@ -27,6 +27,7 @@ MAX_EVENTS_LIMIT = 1_000_000_000
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the whole command line, every sub-command included."""
     parser = argparse.ArgumentParser(
         prog="session-journal", description="Durable sessions and their ordered event log."
     )

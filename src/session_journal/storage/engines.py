@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -94,17 +95,30 @@ def check_url(url: str) -> str:
 
 def require_database(url: str) -> None:
     """`DatabaseNotFound` when the URL names a SQLite file that does not exist (connecting would
-    create an empty one). Only the path is looked at, never the file opened. PostgreSQL never
-    creates a database on connect: a missing one is found when connecting."""
+    create an empty one), also as a SQLite URI (`sqlite:///file:path?mode=rw&uri=true`). Only
+    the path is looked at, never the file opened. PostgreSQL never creates a database on
+    connect: a missing one is found when connecting."""
     parsed = parse_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.query.get("uri"):
+    if parsed.get_backend_name() != "sqlite":
         return
-    path = parsed.database
-    if path not in (None, "", ":memory:") and not os.path.exists(path):
+    path = sqlite_file(parsed)
+    if path is not None and not os.path.exists(path):
         raise DatabaseNotFound(
             f"no SQLite database at {os.path.abspath(path)}: check the URL, or create it with "
             "`session-journal db upgrade` (or `Store.open(url, upgrade=True)`)"
         )
+
+
+def sqlite_file(parsed: sa.URL) -> str | None:
+    """The file a SQLite URL names, or `None` for an in-memory database. With `uri=true` the
+    database is a SQLite URI: `file:` and a percent-encoded path (`file:///abs/path`,
+    `file:rel/path`), `mode=memory` or `:memory:` for memory."""
+    path = parsed.database
+    if parsed.query.get("uri") and path is not None and path.startswith("file:"):
+        if parsed.query.get("mode") == "memory":
+            return None
+        path = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+    return None if path in (None, "", ":memory:") else path
 
 
 ROLES = ("writer", "reader", "migrator", "inspector")
@@ -177,7 +191,7 @@ def postgresql_connect_args(url: sa.URL, options: StoreOptions) -> dict[str, Any
 
 def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
     synchronous = options.sqlite_synchronous.upper()  # checked when the options were built
-    if url.database in (None, "", ":memory:"):
+    if sqlite_file(url) is None:
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     pool = _reader_pool(options) if role == "reader" else {}
     try:
@@ -219,9 +233,10 @@ MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
 
 def migration_lock_path(url: str) -> str:
-    """The lock file that serialises migrations of a SQLite database: beside it, never it."""
-    database = sa.make_url(url).database
-    if not database or database == ":memory:":
+    """The lock file that serialises migrations of a SQLite database: beside it, never it
+    (the same file for a plain path and a SQLite URI of that path)."""
+    database = sqlite_file(sa.make_url(url))
+    if database is None:
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
     return database + MIGRATION_LOCK_SUFFIX
 
