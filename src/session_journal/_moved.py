@@ -29,6 +29,15 @@ MOVED = {
 }
 """Each old module path, and where its module lives now."""
 
+SPLIT = {
+    "session_journal.unit_of_work": "session_journal.storage.protocols",
+    "session_journal.write_path": "session_journal.storage.calls",
+    "session_journal.repositories.events": "session_journal.storage.repositories.event_pages",
+}
+"""The old modules that were split: the moved module keeps the name, these others hold the rest
+of what the old module defined (the protocols, the call objects, the page statement), which
+the old path gives too."""
+
 
 def alias(old: str) -> None:
     """Make the old module path `old` (the caller's `__name__`) name its moved module; for a
@@ -39,3 +48,16 @@ def alias(old: str) -> None:
     sys.modules[old] = module
     for found in pkgutil.iter_modules(getattr(module, "__path__", [])):
         sys.modules[f"{old}.{found.name}"] = importlib.import_module(f"{new}.{found.name}")
+    for split, rest in SPLIT.items():
+        if split == old or split.startswith(old + "."):
+            _give_names(importlib.import_module(MOVED[old] + split[len(old) :]), rest)
+
+
+def _give_names(module: object, rest: str) -> None:
+    """Give `module` (a moved module, which the old path is) the names the module `rest`
+    defines that it lacks: what the old module held before it was split."""
+    other = importlib.import_module(rest)
+    for name, value in vars(other).items():
+        defined_there = getattr(value, "__module__", rest) == rest
+        if not name.startswith("__") and defined_there and not hasattr(module, name):
+            setattr(module, name, value)

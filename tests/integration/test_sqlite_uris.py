@@ -55,9 +55,42 @@ def test_a_uri_and_the_plain_path_are_one_database_with_one_migration_lock(
     assert names <= {"a b.db", "a b.db" + MIGRATION_LOCK_SUFFIX, "a b.db-shm", "a b.db-wal"}
 
 
-@pytest.mark.parametrize("query", [{}, {"mode": "memory"}])
-def test_an_in_memory_uri_is_refused(backend: str, query: dict[str, str]) -> None:
-    name = ":memory:" if not query else "shared"
-    url = f"sqlite:///file:{name}?uri=true" + "".join(f"&{k}={v}" for k, v in query.items())
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:///file::memory:?uri=true",
+        "sqlite:///file:shared?mode=memory&uri=true",
+        # SQLAlchemy decodes the %3F: SQLite then reads mode=memory from the name itself.
+        "sqlite:///file:a.db%3Fmode=memory%26cache=shared?uri=true",
+    ],
+)
+def test_an_in_memory_uri_is_refused(
+    backend: str, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(InvalidRecord, match="in-memory SQLite database cannot be shared"):
         Store.open(url, upgrade=True)
+
+
+@pytest.mark.parametrize(
+    ("url", "opened"),
+    [
+        ("sqlite:///file:a.db?uri=false", "file:a.db"),  # not a URI: SQLite opens that name
+        ("sqlite:///a.db?mode=ro&uri=true", "a.db?mode=ro"),  # a URI only with file:
+    ],
+)
+def test_a_name_sqlite_takes_literally_is_checked_as_that_name(
+    backend: str,
+    url: str,
+    opened: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Store.open("sqlite:///a.db", upgrade=True):
+        pass
+    before = set(os.listdir(tmp_path))
+    with pytest.raises(DatabaseNotFound, match="no SQLite database at"):
+        Store.open(url)
+    assert set(os.listdir(tmp_path)) == before
+    assert migration_lock_path(url) == str(tmp_path / opened) + MIGRATION_LOCK_SUFFIX

@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from session_journal import (
+    CallWithdrawn,
     OutcomeReason,
     SessionFault,
     StorageError,
@@ -16,6 +17,7 @@ from session_journal import (
     StoreOptions,
     WriteInsideUnitOfWork,
 )
+from session_journal.storage.calls import WITHDRAWAL, Withdrawal
 from session_journal.storage.unit_of_work import UnitOfWork
 from tests.factories import ActivityFactory, SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
@@ -188,3 +190,29 @@ def test_closing_the_store_during_a_write_waits_for_it_and_keeps_no_connection(
     closer.join(10)
     assert not closer.is_alive()
     assert store._database.write_path._connection is None
+
+
+def test_a_call_withdrawn_before_it_is_queued_is_never_written(migrated_url: str) -> None:
+    # The check of the withdrawal and its attachment to the queued call are one step: a cancel
+    # either refuses the call before it is queued or withdraws it from the queue.
+    with Store.open(migrated_url) as store:
+        store.sessions.save(SessionFactory(id="s1"))
+        before = store.events.latest_seq()
+        withdrawal = Withdrawal()
+        assert withdrawal.cancel() is True  # nothing queued yet: sure never to be written
+        token = WITHDRAWAL.set(withdrawal)
+        try:
+            with pytest.raises(CallWithdrawn, match="withdrawn before it was queued"):
+                store.faults.record_startup_fault("s1", "never")
+        finally:
+            WITHDRAWAL.reset(token)
+        assert store.events.latest_seq() == before
+        assert withdrawal.attach(lambda: True) is False
+
+
+def test_a_withdrawal_attached_first_withdraws_through_the_write_path() -> None:
+    withdrawn: list[str] = []
+    withdrawal = Withdrawal()
+    assert withdrawal.attach(lambda: withdrawn.append("queued call") is None) is True
+    assert withdrawal.cancel() is True
+    assert withdrawn == ["queued call"]

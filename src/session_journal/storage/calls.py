@@ -96,11 +96,16 @@ class Withdrawal:
         self.cancelled = False
         self._withdraw: Callable[[], bool] | None = None
 
-    def attach(self, withdraw: Callable[[], bool]) -> None:
-        """How to withdraw the caller's call, once queued (by `WritePath._enqueue`, with its
-        mutex held): a function saying whether the call is now sure never to be written."""
+    def attach(self, withdraw: Callable[[], bool]) -> bool:
+        """How to withdraw the caller's call as it is queued (by `WritePath._enqueue`, with its
+        mutex held): a function saying whether the call is now sure never to be written. `False`
+        if it was cancelled already: the caller must not queue it. Checked and set under one
+        lock, so a `cancel` lands either before (refused here) or after (it withdraws)."""
         with self._lock:
+            if self.cancelled:
+                return False
             self._withdraw = withdraw
+            return True
 
     def cancel(self) -> bool:
         """Withdraw the call if no batch took it yet (or refuse it if it is not queued yet);

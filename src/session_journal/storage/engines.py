@@ -110,15 +110,23 @@ def require_database(url: str) -> None:
 
 
 def sqlite_file(parsed: sa.URL) -> str | None:
-    """The file a SQLite URL names, or `None` for an in-memory database. With `uri=true` the
-    database is a SQLite URI: `file:` and a percent-encoded path (`file:///abs/path`,
-    `file:rel/path`), `mode=memory` or `:memory:` for memory."""
-    path = parsed.database
-    if parsed.query.get("uri") and path is not None and path.startswith("file:"):
-        if parsed.query.get("mode") == "memory":
+    """The file SQLite opens for a SQLite URL, or `None` for an in-memory database. Read from
+    the filename SQLAlchemy hands to `sqlite3.connect` (`create_connect_args`), as SQLite reads
+    it: with `uri=true`, a name that begins with `file:` is a URI (its path percent-decoded,
+    `mode=memory` in its query, `:memory:` or an empty path for memory), any other name is the
+    file's name as it stands (`a.db?mode=ro` included). The file need not exist."""
+    arguments, options = parsed.get_dialect()().create_connect_args(parsed)
+    name = str(arguments[0])
+    if options.get("uri") and name.startswith("file:"):
+        rest = name[len("file:") :].partition("#")[0]
+        path, _, query = rest.partition("?")
+        if path.startswith("//"):  # an authority: empty or localhost, then the path
+            path = "/" + path[2:].partition("/")[2]
+        fields = urllib.parse.parse_qs(query, keep_blank_values=True)
+        if "memory" in fields.get("mode", []):
             return None
-        path = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
-    return None if path in (None, "", ":memory:") else path
+        name = urllib.parse.unquote(path).partition("\x00")[0]  # SQLite stops at a NUL
+    return None if name in ("", ":memory:") else name
 
 
 ROLES = ("writer", "reader", "migrator", "inspector")
@@ -238,7 +246,7 @@ def migration_lock_path(url: str) -> str:
     database = sqlite_file(sa.make_url(url))
     if database is None:
         raise InvalidRecord("an in-memory SQLite database cannot be shared; give a file path")
-    return database + MIGRATION_LOCK_SUFFIX
+    return os.path.abspath(database) + MIGRATION_LOCK_SUFFIX
 
 
 @contextmanager

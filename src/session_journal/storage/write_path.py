@@ -237,10 +237,10 @@ class WritePath:
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
             withdrawal = call.withdrawal
-            if withdrawal is not None:
-                if withdrawal.cancelled:
-                    raise CallWithdrawn(f"{call.action}: withdrawn before it was queued")
-                withdrawal.attach(functools.partial(self._withdraw, call))
+            if withdrawal is not None and not withdrawal.attach(
+                functools.partial(self._withdraw, call)
+            ):
+                raise CallWithdrawn(f"{call.action}: withdrawn before it was queued")
             self._queue.append(call)
             if not self._leading:
                 self._leading = call.leads = True
