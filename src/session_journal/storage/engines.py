@@ -109,13 +109,21 @@ def require_database(url: str) -> None:
         )
 
 
+def _refused_argument(error: Exception) -> InvalidRecord:
+    """The refusal of a driver argument in the URL's query that the driver cannot take."""
+    return InvalidRecord(f"invalid database URL: a query argument is refused: {error}")
+
+
 def sqlite_file(parsed: sa.URL) -> str | None:
     """The file SQLite opens for a SQLite URL, or `None` for an in-memory database. Read from
     the filename SQLAlchemy hands to `sqlite3.connect` (`create_connect_args`), as SQLite reads
     it: with `uri=true`, a name that begins with `file:` is a URI (its path percent-decoded,
     `mode=memory` in its query, `:memory:` or an empty path for memory), any other name is the
     file's name as it stands (`a.db?mode=ro` included). The file need not exist."""
-    arguments, options = parsed.get_dialect()().create_connect_args(parsed)
+    try:
+        arguments, options = parsed.get_dialect()().create_connect_args(parsed)
+    except (ValueError, TypeError) as error:  # the driver's arguments of the URL's query
+        raise _refused_argument(error) from None
     name = str(arguments[0])
     if options.get("uri") and name.startswith("file:"):
         rest = name[len("file:") :].partition("#")[0]
@@ -205,7 +213,7 @@ def _sqlite_engine(url: sa.URL, options: StoreOptions, role: str) -> Engine:
     try:
         engine = sa.create_engine(url, connect_args={"timeout": options.busy_timeout_s}, **pool)
     except (ValueError, TypeError) as error:  # the driver's arguments of the URL's query
-        raise InvalidRecord(f"invalid database URL: a query argument is refused: {error}") from None
+        raise _refused_argument(error) from None
     foreign_keys = "OFF" if role == "migrator" else "ON"
     pragmas = (
         "PRAGMA journal_mode=WAL",
