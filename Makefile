@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+DOCS_STAMP := $(VENV)/.installed-docs
 
 .DEFAULT_GOAL := help
 
@@ -13,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql]'
 	touch $(STAMP)
 
-.PHONY: help install run test test-fast reliability lint bench clean
+.PHONY: help install run test test-fast reliability lint bench docs docs-pages clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,8 +41,8 @@ reliability: $(STAMP) ## longer reliability loops (kill -9, races, hostile input
 	SESSION_JOURNAL_RELIABILITY_ROUNDS=$(RELIABILITY_ROUNDS) $(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff and mypy --strict
-	$(BIN)/ruff check src tests benchmarks alembic
-	$(BIN)/ruff format --check src tests benchmarks alembic
+	$(BIN)/ruff check src tests benchmarks alembic tools
+	$(BIN)/ruff format --check src tests benchmarks alembic tools
 	$(BIN)/mypy --strict src tests/fakes.py tests/unit/test_service_*.py
 
 $(BENCH_STAMP): $(STAMP)
@@ -60,5 +61,16 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/journal.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/retention.py $(BENCH_ARGS)
 
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,docs]'
+	touch $(DOCS_STAMP)
+
+# The site: docs/ and mkdocs.yml; --strict fails on a broken link or reference. `.ci/run` runs it.
+docs: $(DOCS_STAMP) ## build the documentation site into site/ (mkdocs build --strict)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-pages: $(STAMP) ## write the generated docs pages again (docs/api/events.md, from the models)
+	$(BIN)/python tools/api_event_page.py
+
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,6 +1,6 @@
 """session-journal: the durable memory of an AI-agent session controller.
 
-Open a `Store` and use its services; see the README for the guarantees.
+Open a `Store` and use its services; the docs (docs/, Guarantees) say what they promise.
 
 `Store`, `AsyncStore`, `UnitOfWork` and `SCHEMA_LEVEL` are imported on first use (PEP 562
 `__getattr__`), so importing a part that needs no database (`session_journal.journal`,

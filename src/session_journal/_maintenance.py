@@ -1,5 +1,5 @@
 """Operators' maintenance of a database: its statistics (`db stats`) and giving back the space
-that pruning freed (`db vacuum`). See the README, "Retention"."""
+that pruning freed (`db vacuum`). See the docs, "Retention"."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ in memory, for a worker). Why workers rather than SQLAlchemy's asyncio extension
 path, its savepoints and its one commit per batch are shared with the sync `Store`, so a sync and
 an async store in one process share one write path (`AsyncStore.from_store`), and
 SQLAlchemy's asyncio extension runs its sync core in greenlets on top of the same drivers anyway
-(`aiosqlite` is itself a thread per connection). The figures are in the README.
+(`aiosqlite` is itself a thread per connection). The figures are in the docs (Performance).
 
 **Waiting costs no thread.** `events.wait` and `events.follow` wait for the store's commit
 signal (`wakeups.CommitSignal`) on the event loop: the signal calls the loop back (one

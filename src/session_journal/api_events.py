@@ -92,12 +92,19 @@ class ApiActivityDetails(BaseModel):
     model_config = ConfigDict(revalidate_instances="always")
 
     kind: ApiActivityKind
+    """What the session is doing."""
     turn_started_at_ms: int | None = None
+    """When the current turn began (ms since the epoch)."""
     step_started_at_ms: int | None = None
+    """When the current step of the turn began."""
     background_started_at_ms: int | None = None
+    """When the current background work began."""
     idle_since_ms: int | None = None
+    """When the session became idle."""
     last_activity_at_ms: int | None = None
+    """When the session last did anything."""
     label: str | None = None
+    """A short label of the current activity, for display."""
 
 
 class ApiActivityState(BaseModel):
@@ -106,10 +113,15 @@ class ApiActivityState(BaseModel):
     model_config = ConfigDict(revalidate_instances="always")
 
     state: str
+    """The controller's own word for the session's state."""
     details: ApiActivityDetails | None
+    """Timestamps and label of the current activity, if known."""
     is_idle: bool
+    """Whether the session is doing nothing."""
     waiting_for_input: bool
+    """Whether the agent waits for an answer from its user."""
     capacity_retry: bool
+    """Whether the session waits to retry for capacity."""
 
     def canonical_json(self) -> str:
         """Sorted keys, no insignificant whitespace: equal snapshots encode equally."""
@@ -120,29 +132,44 @@ class TurnOutcome(BaseModel):
     """The result of a turn; `stop_reason` as the agent reported it."""
 
     kind: TurnResultKind
+    """How the turn ended."""
     stop_reason: str | None = None
+    """The agent's own stop reason (`end_turn`, ...), when it gave one."""
     reason: OutcomeReason | None = None
+    """Why the turn was refused or interrupted, when it was."""
     message: str | None = None
+    """The agent's or controller's diagnostic, when there is one."""
 
 
 class ApiTurnOutcome(BaseModel):
     """A turn's command, its accepted relay ordinal and its outcome."""
 
     command_id: str
+    """The prompt command of the turn."""
     accepted_ordinal: int | None
+    """The relay ordinal at which the prompt was accepted (the turn's `turn_id`); `null` for a
+    command whose acceptance the projection never saw."""
     outcome: TurnOutcome
+    """How the turn ended."""
 
 
 class CommandResult(BaseModel):
     """The terminal fact of a command."""
 
     owner: CommandOwner
+    """Who issued the command."""
     command_id: str
+    """The command."""
     command_kind: str
+    """The command's kind, as its issuer named it."""
     outcome: CommandResultKind
+    """How the command ended."""
     reason: OutcomeReason | None = None
+    """Why it failed or was cancelled, when it was."""
     message: str | None = None
+    """A diagnostic, when there is one."""
     related_command_ids: list[str] = Field(default_factory=list)
+    """Other commands this result also settles (a checkpoint's barrier and save)."""
 
 
 def _data_alias(name: str) -> str | AliasChoices:
@@ -169,8 +196,11 @@ class TurnStarted(_Body):
 
     type: Literal["turn_started"] = "turn_started"
     turn_id: int
+    """The turn: the relay ordinal at which its prompt was accepted."""
     command_id: str
+    """The prompt command that began the turn."""
     started_at_ms: int | None
+    """When the relay reported the start, if it did."""
 
 
 class TurnEnded(_Body):
@@ -178,6 +208,7 @@ class TurnEnded(_Body):
 
     type: Literal["turn_ended"] = "turn_ended"
     turn: ApiTurnOutcome
+    """The turn's command, accepted ordinal and outcome."""
 
 
 class InputRequired(_Body):
@@ -185,7 +216,9 @@ class InputRequired(_Body):
 
     type: Literal["input_required"] = "input_required"
     request: ElicitationRequest | None
+    """The question; `null` in bodies of older code that did not keep it."""
     turn_id: int | None
+    """The turn the question was asked in; `null` outside a turn."""
 
 
 class InputResolved(_Body):
@@ -193,8 +226,11 @@ class InputResolved(_Body):
 
     type: Literal["input_resolved"] = "input_resolved"
     elicitation_id: str
+    """The question answered (`ElicitationRequest.id`)."""
     action: str
+    """`accept`, `decline` or `cancel`."""
     turn_id: int | None
+    """The turn the question belonged to; `null` outside a turn."""
 
 
 class ActivityChanged(_Body):
@@ -202,6 +238,7 @@ class ActivityChanged(_Body):
 
     type: Literal["activity_changed"] = "activity_changed"
     activity: ApiActivityState
+    """The new snapshot."""
 
 
 class SessionFault(_Body):
@@ -209,8 +246,11 @@ class SessionFault(_Body):
 
     type: Literal["session_fault"] = "session_fault"
     reason: OutcomeReason
+    """What failed."""
     message: str
+    """What the controller or runtime said."""
     command_id: str | None = None
+    """The command that faulted, if one did."""
 
 
 class CommandEnded(_Body):
@@ -218,6 +258,7 @@ class CommandEnded(_Body):
 
     type: Literal["command_ended"] = "command_ended"
     result: CommandResult
+    """The command's terminal result."""
 
 
 class LegacyNotice(_Body):
@@ -225,8 +266,11 @@ class LegacyNotice(_Body):
 
     type: Literal["legacy_notice"] = "legacy_notice"
     original_type: str
+    """The `type` tag of the body as it was stored."""
     command_id: str | None = None
+    """The command the stored body named, if any."""
     message: str
+    """Why the body is a notice: for a stored body that does not decode, why it does not."""
 
 
 ApiEventData = Annotated[

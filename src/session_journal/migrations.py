@@ -148,7 +148,7 @@ def version_table(connection: sa.Connection) -> str:
     does not know (newer code), when this package's `schema_compatibility` table is there and
     `session_journal_version` holds nothing. Any other `alembic_version` is a host
     application's, and is never read or written. A revision recorded in both tables is an
-    unfinished move (see the README): `IncompatibleSchema`, as neither can be trusted."""
+    unfinished move (see the docs, Embedding): `IncompatibleSchema`, as neither can be trusted."""
     legacy = _recorded(connection, LEGACY_VERSION_TABLE)
     if not legacy:
         return VERSION_TABLE
@@ -162,7 +162,7 @@ def version_table(connection: sa.Connection) -> str:
             f"this package's revision is recorded in both {LEGACY_VERSION_TABLE} "
             f"({', '.join(legacy)}) and {VERSION_TABLE} ({', '.join(own)}): finish moving it "
             f"(delete this package's row from {LEGACY_VERSION_TABLE}, or drop {VERSION_TABLE}; "
-            'README, "Embedding in an application with its own migrations")'
+            'docs, "Embedding in an application with its own migrations")'
         )
     return LEGACY_VERSION_TABLE
 
@@ -175,7 +175,7 @@ def is_own_table(name: str) -> bool:
     """Whether `name` is a table of this package: one of its models, its full-text tables, or
     its version table. A host application's Alembic `include_name` hook passes over these, so
     that its autogenerate (`alembic revision --autogenerate`, `alembic check`) neither drops
-    nor compares them (README, "Embedding in an application with its own migrations")."""
+    nor compares them (docs, "Embedding in an application with its own migrations")."""
     return (
         name in Base.metadata.tables or name.startswith(FULL_TEXT_TABLES) or name == VERSION_TABLE
     )

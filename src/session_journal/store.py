@@ -108,7 +108,7 @@ class Store:
         appended events take their seqs at that commit. Binding the same transaction again
         gives the same unit of work; once the transaction ends the unit of work refuses further
         use. On SQLite, binding a connection outside a transaction begins one with
-        `BEGIN IMMEDIATE` (the write lock, now). See the README, "Composing transactions"."""
+        `BEGIN IMMEDIATE` (the write lock, now). See the docs, "Composing transactions"."""
         return self._database.bind(connection_or_session)
 
     def run_in_unit_of_work(self, fn: Callable[[UnitOfWork], T]) -> T:

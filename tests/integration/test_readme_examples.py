@@ -1,10 +1,12 @@
-"""Every fenced block of README.md is checked, by its language tag, so the README cannot drift
-from the code (each failure names the block's line in README.md):
+"""Every fenced block of README.md and of every page of the docs site (docs/, in mkdocs.yml's
+navigation order) is checked, by its language tag, so the documentation cannot drift from the
+code (each failure names the document and the block's line in it):
 
-- `python`: run in README order in one namespace, with a `store` on each backend holding the
-  session "session-1" (the first block makes it); tracebacks point at README.md's own lines. A
-  block that only shows a signature is listed in `SIGNATURES` and compared with the real one.
-- `sh`: each command line is checked, in README order, on each backend, in a temporary
+- `python`: each document's blocks run in order in one namespace of the document's own, with a
+  `store` on each backend holding the session "session-1" (README's first block makes it);
+  tracebacks point at the document's own lines. A block that only shows a signature is listed
+  in `SIGNATURES` and compared with the real one.
+- `sh`: each command line is checked, in document order, on each backend, in a temporary
   directory, with `SESSION_JOURNAL_DATABASE_URL` set to a database migrated to head and any
   `postgresql+psycopg://...` URL of the line replaced by that database's URL.
   `session-journal ...`, `python -m session_journal ...` and `alembic ...` run for real and
@@ -16,7 +18,7 @@ from the code (each failure names the block's line in README.md):
   when there is one, else with Python's `sqlite3` backup. Any other command fails the check:
   teach `SHELL_COMMANDS` below how to check it.
 - `json`: a document (or JSON lines) that validates as one of the models in `JSON_MODELS` and
-  dumps back to exactly what the README shows.
+  dumps back to exactly what the document shows.
 - `ini`: an `alembic.ini` for the installed package: it parses (`configparser`), has
   `[alembic]` with `script_location = session_journal:_alembic`, and works as it is with the
   `alembic` command on each backend (upgrade, history, downgrade), the scripts' location of the
@@ -53,27 +55,32 @@ from pydantic import TypeAdapter, ValidationError
 from session_journal import ApiEvent, ApiEventData, SessionRecord, Store, migrations
 from session_journal.relay import RelayEvent
 from tests.backends import database_url, pg_conninfo
+from tests.docs import README, REPO, documents, relative
 from tests.helpers import as_older_code, table_counts
 
-REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
 KINDS = ("python", "sh", "json", "ini", "text", "sql")
 
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced block: the language tag, the line of its opening fence (1-based) and its text."""
+    """A fenced block: its document, the language tag, the line of its opening fence (1-based)
+    and its text."""
 
+    path: Path
     line: int
     tag: str
     text: str
 
     @property
     def where(self) -> str:
-        return f"README.md line {self.line}"
+        return self.at(self.line)
+
+    def at(self, number: int) -> str:
+        """A line of the block's document, as a failure names it."""
+        return f"{relative(self.path)} line {number}"
 
     def lines(self) -> list[tuple[int, str]]:
-        """The block's lines with their README line numbers."""
+        """The block's lines with their line numbers in the document."""
         return [
             (self.line + 1 + offset, text) for offset, text in enumerate(self.text.splitlines())
         ]
@@ -83,9 +90,14 @@ _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 
 
 def blocks() -> list[Block]:
-    """The README's fenced blocks, in order (CommonMark fences, indented ones included)."""
+    """The fenced blocks of every document, in order."""
+    return [block for path in documents() for block in blocks_of(path)]
+
+
+def blocks_of(path: Path) -> list[Block]:
+    """A document's fenced blocks, in order (CommonMark fences, indented ones included)."""
     found: list[Block] = []
-    lines = README.read_text().splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     index = 0
     while index < len(lines):
         opening = _FENCE.match(lines[index])
@@ -106,9 +118,9 @@ def blocks() -> list[Block]:
                 break
             body.append(lines[end][indent:] if lines[end][:indent].isspace() else lines[end])
             end += 1
-        assert end < len(lines), f"README.md line {index + 1}: the block is never closed"
+        assert end < len(lines), f"{relative(path)} line {index + 1}: the block is never closed"
         tag = opening["info"].strip().split(" ")[0]
-        found.append(Block(index + 1, tag, "".join(f"{text}\n" for text in body)))
+        found.append(Block(path, index + 1, tag, "".join(f"{text}\n" for text in body)))
         index = end + 1
     return found
 
@@ -161,7 +173,7 @@ def examples() -> list[Block]:
 
 def test_the_signatures_shown_are_the_real_ones() -> None:
     shown = [block for block in of_kind("python") if signature_of(block) is not None]
-    assert len(shown) == len(SIGNATURES), "a listed signature block is gone from the README"
+    assert len(shown) == len(SIGNATURES), "a listed signature block is gone from the docs"
     for block in shown:
         function = signature_of(block)
         assert function is not None
@@ -177,25 +189,27 @@ def test_the_python_blocks_run(
     with Store.open(url, upgrade=True) as store:
         # The first example opens (and closes) its own store on SQLite; the others use the
         # store of the test's backend, with the first example's session, as a reader who runs
-        # them in one session would.
+        # a page's examples in one session would.
         store.sessions.save(SessionRecord(id="session-1", project_id="project-1"))
-        namespace: dict[str, object] = {}
+        namespaces: dict[Path, dict[str, object]] = {}
         for block in examples():
+            namespace = namespaces.setdefault(block.path, {})
             namespace["store"] = store
-            # Padded so that a traceback names README.md's own line numbers.
-            code = compile("\n" * block.line + block.text, str(README), "exec")
+            # Padded so that a traceback names the document's own line numbers.
+            code = compile("\n" * block.line + block.text, str(block.path), "exec")
             try:
                 exec(code, namespace)
             except Exception as error:
                 lines = [
                     frame.lineno
                     for frame in traceback.extract_tb(error.__traceback__)
-                    if frame.filename == str(README)
+                    if frame.filename == str(block.path)
                 ]
                 pytest.fail(
-                    f"README.md line {lines[-1] if lines else '?'} (the python block at line "
+                    f"{block.at(lines[-1]) if lines else block.where} (the python block at line "
                     f"{block.line}) raised {error!r}"
                 )
+    assert {block.path for block in examples()} >= {README}
     assert "session-1" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "journal.db")
 
@@ -224,7 +238,7 @@ def test_the_json_blocks_are_what_the_models_write() -> None:
             try:
                 shown = json.loads(text)
             except ValueError as error:
-                pytest.fail(f"README.md line {number}: not JSON: {error}")
+                pytest.fail(f"{block.at(number)}: not JSON: {error}")
             tried = []
             for name, adapter in JSON_MODELS.items():
                 try:
@@ -234,11 +248,11 @@ def test_the_json_blocks_are_what_the_models_write() -> None:
                     continue
                 dumped = adapter.dump_python(value, mode="json")
                 assert dumped == shown, (
-                    f"README.md line {number}: valid as {name}, but the model writes {dumped}"
+                    f"{block.at(number)}: valid as {name}, but the model writes {dumped}"
                 )
                 break
             else:
-                pytest.fail(f"README.md line {number}: {'; '.join(tried)}")
+                pytest.fail(f"{block.at(number)}: {'; '.join(tried)}")
 
 
 # -- ini ---------------------------------------------------------------------------------------
@@ -249,7 +263,7 @@ PACKAGED_SCRIPTS = "session_journal:_alembic"
 
 def test_the_ini_blocks_work_as_alembic_ini(url: str, tmp_path: Path) -> None:
     shown = of_kind("ini")
-    assert shown, "the README shows no alembic.ini"
+    assert shown, "the docs show no alembic.ini"
     for block in shown:
         parser = configparser.ConfigParser()
         try:
@@ -300,9 +314,7 @@ def _check_layout(block: Block) -> None:
             if not name:
                 continue
             path = parents[-1][1] / name
-            assert path.exists(), (
-                f"README.md line {number}: {path.relative_to(REPO)} does not exist"
-            )
+            assert path.exists(), f"{block.at(number)}: {path.relative_to(REPO)} does not exist"
             named += 1
             if name.endswith("/"):
                 parents.append((indent, path))
@@ -411,7 +423,7 @@ _EXPECTED_EXIT = re.compile(r"(?:^|\s)#\s*exit (\d+)\b")
 
 @dataclass
 class Shell:
-    """Where the README's commands run: a directory, an environment and the test's database."""
+    """Where the docs' commands run: a directory, an environment and the test's database."""
 
     directory: Path
     database_url: str
@@ -420,13 +432,13 @@ class Shell:
 
 @dataclass(frozen=True)
 class Command:
-    number: int  # README line
+    where: str  # the document and line
     words: list[str]
     expected_exit: int
     text: str
 
     def fail(self, why: str) -> NoReturn:
-        pytest.fail(f"README.md line {self.number}: `{self.text}`: {why}")
+        pytest.fail(f"{self.where}: `{self.text}`: {why}")
 
 
 def commands(block: Block) -> list[Command]:
@@ -446,7 +458,8 @@ def commands(block: Block) -> list[Command]:
         if not words:
             continue
         expected = _EXPECTED_EXIT.search(line)
-        command = Command(number, words, int(expected[1]) if expected else 0, line.strip())
+        exit_code = int(expected[1]) if expected else 0
+        command = Command(block.at(number), words, exit_code, line.strip())
         operators = [word for word in words if word and set(word) <= set("();<>|&")]
         if operators:
             command.fail(f"one command per line, without shell operators ({operators})")
@@ -580,7 +593,7 @@ def check_command(command: Command, shell: Shell) -> None:
             check(command, _for_the_test(words[len(start) :], shell), shell, env)
             return
     command.fail(
-        "a command the README check does not know: teach SHELL_COMMANDS in "
+        "a command the docs check does not know: teach SHELL_COMMANDS in "
         "tests/integration/test_readme_examples.py how to check it"
     )
 

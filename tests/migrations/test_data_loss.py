@@ -22,10 +22,10 @@ from session_journal import (
     migrations,
 )
 from session_journal.journal.search import IndexRow
+from tests.docs import page
 from tests.factories import RelayChainFactory, SessionFactory, relay_turn
 from tests.helpers import all_events, store_raw_body, table_counts
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 TABLES = ["sessions", "api_events", "checkpoint_operations", "project_events"]
 INTERRUPTED = json.dumps(
     {
@@ -284,12 +284,13 @@ def test_an_ini_with_only_some_logging_sections_is_refused_by_name(
     assert revision_of(url) is None
 
 
-def test_every_revision_declares_its_loss_and_the_readme_shows_it() -> None:
-    readme = " ".join(README.read_text().split())
+def test_every_revision_declares_its_loss_and_the_docs_show_it() -> None:
+    shown = " ".join(page("operations/upgrading.md").split())
     for revision in migrations.revisions():
         assert revision.downgrade_loses, revision.revision
-        assert f"| `{revision.revision}` | {revision.downgrade_loses} |" in readme, (
-            f"README's data-loss table lacks {revision.revision}: {revision.downgrade_loses}"
+        assert f"| `{revision.revision}` | {revision.downgrade_loses} |" in shown, (
+            f"the data-loss table of docs/operations/upgrading.md lacks {revision.revision}: "
+            f"{revision.downgrade_loses}"
         )
     assert [r.revision for r in migrations.revisions() if not r.renders_offline] == [
         "0004_outcome_bodies"

@@ -1,6 +1,6 @@
 """The error tree (issue 24): every class in `session_journal.errors` is exported, documented,
-listed in the README's errors table and pickles; misuse raises a `UsageError` subclass, never the
-bare base class."""
+listed in the errors table of docs/api/errors.md and pickles; misuse raises a `UsageError`
+subclass, never the bare base class."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 import session_journal
 from session_journal import errors
+from tests.docs import page
 
 SRC = Path(session_journal.__file__).parent
-README = SRC.parents[1] / "README.md"
 CLASSES = [
     value
     for _, value in inspect.getmembers(errors, inspect.isclass)
@@ -33,7 +33,7 @@ USAGE = {
 
 
 @pytest.mark.parametrize("error", CLASSES, ids=lambda error: error.__name__)
-def test_every_error_is_exported_documented_and_in_the_readme_table(error: type) -> None:
+def test_every_error_is_exported_documented_and_in_the_errors_table(error: type) -> None:
     assert issubclass(error, errors.SessionJournalError)
     assert error.__name__ in session_journal.__all__
     assert getattr(session_journal, error.__name__) is error
@@ -42,9 +42,9 @@ def test_every_error_is_exported_documented_and_in_the_readme_table(error: type)
 
 
 def errors_table() -> set[str]:
-    """The classes named in the first column of the README's errors table: its rows, from the
-    header to the first line that is not a row (a blank line would end the table)."""
-    lines = README.read_text(encoding="utf-8").split("### Errors\n", 1)[1].splitlines()
+    """The classes named in the first column of the errors table (docs/api/errors.md): its rows,
+    from the header to the first line that is not a row (a blank line would end the table)."""
+    lines = page("api/errors.md").splitlines()
     start = lines.index("| error | when |")
     named: set[str] = set()
     for line in lines[start + 2 :]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 
 from session_journal import InvalidRecord, StoreOptions
 from session_journal.cli import main
 from session_journal.config import SQLITE_SYNCHRONOUS_LEVELS
+from tests.docs import page
 
 
 @pytest.mark.parametrize(
@@ -237,9 +237,9 @@ def test_the_connection_options_are_read_from_the_environment(
     )
 
 
-def test_the_readme_names_every_accepted_synchronous_level_and_what_off_gives_up() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    [row] = [line for line in readme.splitlines() if line.startswith("| `SESSION_JOURNAL_SQLITE_")]
+def test_the_docs_name_every_accepted_synchronous_level_and_what_off_gives_up() -> None:
+    shown = page("configuration.md")
+    [row] = [line for line in shown.splitlines() if line.startswith("| `SESSION_JOURNAL_SQLITE_")]
     named = re.findall(r"`([A-Z]+)`", row.split("|")[3])
     assert sorted(set(named)) == sorted(SQLITE_SYNCHRONOUS_LEVELS)
     assert "`OFF` syncs nothing" in row and "corrupt the database" in row

@@ -35,7 +35,6 @@ def objects() -> dict[str, Any]:
     """One value of each class a user may pickle, and of the moved internal value classes."""
     from session_journal.repositories.events import LogVersion  # the old path, on purpose
     from session_journal.repositories.sessions import StoredLifecycle
-
     from session_journal.services.events import JsonEvents, PrunePlan
 
     errors = {

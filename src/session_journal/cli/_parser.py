@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_parser("current", help="print the database's revision")
     db.add_parser("check", help="print revision, levels and whether this code may use it")
     prune = db.add_parser(
-        "prune", help="delete a prefix of the event log (see the README, Retention)"
+        "prune", help="delete a prefix of the event log (see the docs, Retention)"
     )
     target = prune.add_mutually_exclusive_group(required=True)
     target.add_argument(

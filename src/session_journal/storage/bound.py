@@ -32,7 +32,7 @@ inside `AsyncSession.run_sync`, where SQLAlchemy's adapter drives it), not in AU
 SQLite with foreign keys on; on PostgreSQL in READ COMMITTED (under REPEATABLE READ every
 concurrent append would be a serialization failure). On SQLite, binding a connection that is
 not in a transaction begins one with `BEGIN IMMEDIATE`, taking the write lock now so that
-writers stay serialised (see the README).
+writers stay serialised (see the docs, Embedding).
 
 The thread that binds holds the transaction until it ends: a service call of the same store
 without `uow=` from that thread would wait for it (for ever on PostgreSQL when it needs a row
