@@ -1,7 +1,9 @@
 """Alembic environment for session-journal.
 
 URL: `config.attributes["url"]` (programmatic use), else `-x url=...`, else
-`SESSION_JOURNAL_DATABASE_URL`, else `sqlite:///session-journal.db`.
+`SESSION_JOURNAL_DATABASE_URL`, else `sqlite:///session-journal.db`. Engine: a "migrator"
+engine of that URL in `config.attributes["engine"]` (`migrations.ENGINE`: `Store.open(upgrade=True)`
+reads the revision and migrates on one engine), else one made for the run and disposed after it.
 
 Logging: configured from the ini file (`fileConfig`) only when it has the logging sections
 (`[loggers]`, `[handlers]`, `[formatters]`); a minimal ini with only `[alembic]` works.
@@ -217,7 +219,10 @@ def run_online() -> None:
             require_database(url)
         except SessionJournalError as error:
             refuse(error)
-    engine = create_engine(url, StoreOptions.from_env(), role="migrator")
+    # The caller's engine (`migrations.upgrade_for_store`: one for its reads and the migration),
+    # else one of this run's own, disposed at the end.
+    given: sa.Engine | None = config.attributes.get(migrations.ENGINE)
+    engine = given or create_engine(url, StoreOptions.from_env(), role="migrator")
     try:
         with (
             sqlite_migration_lock(url) if is_sqlite else nullcontext(),
@@ -265,7 +270,8 @@ def run_online() -> None:
                     )
                     connection.commit()
     finally:
-        engine.dispose()
+        if given is None:
+            engine.dispose()
 
 
 if context.is_offline_mode():

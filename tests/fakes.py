@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import builtins
 import copy
-from collections.abc import Callable, Collection, Iterator
+import re
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,12 +29,14 @@ from session_journal import (
     StoreOptions,
 )
 from session_journal.api_events import EVENT_DATA, ApiEventData, StoredRow
+from session_journal.journal.search import IndexRow, SearchHit, SearchTerm
 from session_journal.records import CheckpointOperation
 from session_journal.relay.state import TranscriptItem
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
+from session_journal.services.index import ProjectIndex
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
 from session_journal.storage.protocols import ReadContext, Transactions, WriteContext
@@ -67,6 +70,7 @@ class FakeState:
     operations: dict[str, CheckpointOperation] = field(default_factory=dict)
     projections: dict[str, StoredProjection] = field(default_factory=dict)
     transcripts: dict[str, list[TranscriptItem]] = field(default_factory=dict)
+    index: dict[tuple[str, int], IndexRow] = field(default_factory=dict)  # by (session, seq)
 
 
 def require_session(state: FakeState, session_id: str) -> None:
@@ -329,10 +333,39 @@ class FakeProjection:
 
 
 class FakeProjectEvents:
-    """`ProjectEventWrites`: the fake state holds no project index."""
+    """`ProjectEventWrites`: the index rows by (session_id, seq). Its search keeps the rules a
+    caller relies on (every term's words next to each other in `text_content`, any case; the
+    session filter; the limit) but not the databases' ranking or snippets: hits come in
+    (session_id, seq) order, each with its whole text as the snippet and rank 1."""
+
+    def __init__(self, state: FakeState) -> None:
+        self._state = state
+
+    def insert(self, rows: Sequence[IndexRow]) -> None:
+        for row in rows:
+            self._state.index.setdefault((row.session_id, row.seq), row)
 
     def delete_session(self, session_id: str) -> None:
-        return None
+        for key in [key for key in self._state.index if key[0] == session_id]:
+            del self._state.index[key]
+
+    def search(
+        self, terms: builtins.list[SearchTerm], session_id: str | None, limit: int
+    ) -> builtins.list[SearchHit]:
+        hits = []
+        for (row_session, seq), row in sorted(self._state.index.items()):
+            words = [word.lower() for word in re.findall(r"\w+", row.text_content or "")]
+            if session_id not in (None, row_session) or not all(
+                _has_phrase(words, [word.lower() for word in term.words]) for term in terms
+            ):
+                continue
+            snippet = row.text_content or ""
+            hits.append(SearchHit(row_session, seq, row.kind, row.ts, snippet, 1.0))
+        return hits[:limit]
+
+
+def _has_phrase(words: builtins.list[str], phrase: builtins.list[str]) -> bool:
+    return any(words[at : at + len(phrase)] == phrase for at in range(len(words)))
 
 
 class FakeUnitOfWork:
@@ -346,7 +379,7 @@ class FakeUnitOfWork:
         self.activity = FakeActivity(state)
         self.checkpoints = FakeCheckpoints(state)
         self.projection = FakeProjection(state)
-        self.project_events = FakeProjectEvents()
+        self.project_events = FakeProjectEvents(state)
         self.committed = False
         self.waiting: list[Callable[[], None]] = []  # run after the commit (`after_commit`)
 
@@ -387,6 +420,9 @@ class FakeTransactions:
     def commit_signal(self) -> CommitSignal:
         return self.signal
 
+    def writing_in_this_thread(self) -> bool:
+        return False  # a submitted function runs to its end before `submit` returns
+
     @contextmanager
     def reading(self, action: str = "read", uow: object = None) -> Iterator[ReadContext]:
         if uow is not None:
@@ -417,3 +453,4 @@ class FakeServices:
         self.faults = FaultService(store)
         self.checkpoints = CheckpointService(store)
         self.projection = ProjectionService(store)
+        self.index = ProjectIndex(store)

@@ -271,32 +271,58 @@ def upgrade(url: str, revision: str = "head", options: StoreOptions | None = Non
 
 
 def upgrade_from(
-    url: str, current: str | None, revision: str = "head", options: StoreOptions | None = None
+    url: str,
+    current: str | None,
+    revision: str = "head",
+    options: StoreOptions | None = None,
+    *,
+    engine: Engine | None = None,
 ) -> None:
     """`upgrade` of a database whose revision the caller has just read (`current`, by
-    `status`): `Store.open(upgrade=True)` reads it on the store's reader, so no engine is made
-    to read it again."""
+    `status`), so that nothing reads it again first. With `engine` (a "migrator" engine of
+    `url`, which the caller disposes), Alembic and the backfill after it run on that engine
+    instead of engines of their own (`upgrade_for_store`)."""
     if current is not None and not is_known(current):
         raise IncompatibleSchema(
             f"database revision {current} is newer than this code (head {head()}); "
             "upgrade session-journal instead"
         )
-    _run(command.upgrade, alembic_config(url), url, revision, _where(current))
-    _finish_backfill(url, options)
-
-
-def _finish_backfill(url: str, options: StoreOptions | None) -> None:
-    """Mark the bodies 0009 left to mark, if any (`backfill`: a revision may not import the
-    package's body models); once done, one read of `event_sequences`."""
+    config = alembic_config(url)
+    if engine is not None:
+        config.attributes[ENGINE] = engine
+    _run(command.upgrade, config, url, revision, _where(current))
+    if engine is not None:
+        _finish_backfill(engine)
+        return
     engine = create_engine(url, options or StoreOptions.from_env(), role="migrator")
     try:
-        with translate_errors("mark the canonical bodies"), engine.connect() as connection:
-            columns = {c["name"] for c in sa.inspect(connection).get_columns("api_events")}
-        if "body_canonical" in columns:  # at 0009 or above
-            with translate_errors("mark the canonical bodies"):
-                backfill.mark_canonical_bodies(engine)
+        _finish_backfill(engine)
     finally:
         engine.dispose()
+
+
+def upgrade_for_store(url: str, options: StoreOptions) -> SchemaStatus:
+    """What `Store.open(upgrade=True)` does before it opens the store, on one "migrator" engine
+    disposed before it returns: read the revision, migrate to head unless newer code migrated
+    the database (`upgrade_from`), and judge the result (`verify`)."""
+    engine = create_engine(url, options, role="migrator")
+    try:
+        current = status(engine).revision
+        if current is None or is_known(current):
+            upgrade_from(url, current, options=options, engine=engine)
+        return verify(engine)
+    finally:
+        engine.dispose()
+
+
+def _finish_backfill(engine: Engine) -> None:
+    """Mark the bodies 0009 left to mark, if any (`backfill`: a revision may not import the
+    package's body models); once done, one read of `event_sequences`."""
+    with translate_errors("mark the canonical bodies"), engine.connect() as connection:
+        columns = {c["name"] for c in sa.inspect(connection).get_columns("api_events")}
+    if "body_canonical" in columns:  # at 0009 or above
+        with translate_errors("mark the canonical bodies"):
+            backfill.mark_canonical_bodies(engine)
 
 
 def downgrade(
@@ -331,6 +357,10 @@ def downgrade(
 
 DATA_LOST = "data_lost"
 """The key of `Config.attributes` where env.py leaves what an allowed downgrade lost."""
+
+ENGINE = "engine"
+"""The key of `Config.attributes` holding an engine for env.py to migrate on (it does not
+dispose it) instead of one of its own."""
 
 
 def _run(

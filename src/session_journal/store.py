@@ -56,14 +56,12 @@ class Store:
         """
         url = check_url(resolve_url(url))
         options = options or StoreOptions.from_env()
-        if not upgrade:  # never create a database that is not there
-            require_database(url)
+        if upgrade:  # the revision read, migrated and judged on one engine of its own
+            schema = migrations.upgrade_for_store(url, options)
+            return cls(url, Database(url, options), schema)
+        require_database(url)  # never create a database that is not there
         database = Database(url, options)
         try:
-            if upgrade:
-                current = migrations.status(database.reader).revision
-                if current is None or migrations.is_known(current):
-                    migrations.upgrade_from(url, current, options=options)
             schema = migrations.verify(database.reader)
         except BaseException:
             database.dispose()

@@ -6,6 +6,7 @@ only as good as this agreement."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -22,10 +23,13 @@ from session_journal import (
     SessionState,
     Store,
 )
+from session_journal.journal import JournalEnvelope, Message, MessageRole, UserMsg
+from session_journal.journal.search import IndexRow
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
+from session_journal.services.index import ProjectIndex
 from session_journal.services.sessions import SessionService
 from tests.fakes import FakeServices
 
@@ -149,3 +153,46 @@ def test_pages_agree(store: Store, after_seq: int, count: int) -> None:
     expected = page_rows(store, after_seq)
     assert len(expected[0]) == count
     assert page_rows(fake, after_seq) == expected
+
+
+def index_scenario(index: ProjectIndex, directory: Path) -> list[Any]:
+    """Inserts, a rebuild and searches; what each search found, as a set (the databases rank
+    their hits and the fake does not)."""
+    rows = [
+        IndexRow(
+            "s1", 1, "2026-11-29T12:00:00Z", "user_msg", "t1", None, "The quick brown fox", "{}"
+        ),
+        IndexRow("s1", 2, "2026-11-29T12:00:01Z", "assistant_msg", "t1", None, "brown bread", "{}"),
+        IndexRow("s2", 1, "2026-11-29T12:00:02Z", "system_msg", None, None, "Fox and hound", "{}"),
+        IndexRow("s2", 2, "2026-11-29T12:00:03Z", "watch_warn", None, None, None, "{}"),
+    ]
+    index.insert(rows)
+    index.insert([rows[0]])  # already indexed: left as it is
+    message = Message.from_text("t1", MessageRole.USER, "rebuilt from the file")
+    line = JournalEnvelope(
+        seq=7, ts=datetime(2026, 11, 29, tzinfo=UTC), event=UserMsg(turn_id="t1", message=message)
+    )
+    (directory / "events.jsonl").write_text(line.model_dump_json() + "\n")
+    found: list[Any] = [index.rebuild(directory, "s2")]
+    for query, arguments in [
+        ("fox", {}),
+        ("BROWN", {}),
+        ('"quick brown" fox', {}),
+        ('"brown quick"', {}),
+        ("brown", {"session_id": "s1"}),
+        ("hound", {}),
+        ("rebuilt file", {}),
+        ("brown", {"limit": 1}),
+    ]:
+        hits = index.search(query, **arguments)
+        found.append(sorted((hit.session_id, hit.seq, hit.kind, hit.ts) for hit in hits))
+    return found
+
+
+def test_the_index_agrees(store: Store, tmp_path: Path) -> None:
+    expected = index_scenario(store.index, tmp_path)
+    assert expected[0] == 1 and expected[1] == [("s1", 1, "user_msg", "2026-11-29T12:00:00Z")]
+    assert len(expected[-1]) == 1
+    fake = index_scenario(FakeServices().index, tmp_path)
+    assert fake[:-1] == expected[:-1]
+    assert len(fake[-1]) == 1  # which of the two a limit of 1 keeps is the ranking's

@@ -29,6 +29,8 @@ from session_journal import (
     SessionRecord,
     SessionState,
 )
+from session_journal.journal import JournalEnvelope, Message, MessageRole, UserMsg
+from session_journal.journal.search import IndexRow
 from session_journal.records import CheckpointOperation
 from tests.fakes import FakeServices
 
@@ -471,3 +473,65 @@ def test_removing_ended_sessions_leaves_the_directories_to_the_commit(
     assert removed == ["s-ended"]  # what left the database; s-gone's directory goes too
     assert [path.name for path in tmp_path.iterdir()] == ["s-running"]
     assert services.sessions.get("s-ended") is None
+
+
+# -- the project index -------------------------------------------------------------------------
+
+
+def index_row(session_id: str, seq: int, text: str | None) -> IndexRow:
+    return IndexRow(session_id, seq, "2026-11-29T12:00:00Z", "user_msg", None, None, text, "{}")
+
+
+def hits(services: FakeServices, query: str, **arguments: Any) -> list[tuple[str, int]]:
+    return [(hit.session_id, hit.seq) for hit in services.index.search(query, **arguments)]
+
+
+def test_the_index_keeps_the_first_row_of_an_event_and_finds_phrases(
+    services: FakeServices,
+) -> None:
+    services.index.insert([index_row("s1", 1, "The quick brown fox"), index_row("s2", 1, "fox")])
+    services.index.insert([index_row("s1", 1, "replaced?"), index_row("s1", 2, "brown the")])
+    assert hits(services, "fox") == [("s1", 1), ("s2", 1)]
+    assert hits(services, '"quick brown" FOX') == [("s1", 1)]
+    assert hits(services, '"brown quick"') == []
+    assert hits(services, "brown", session_id="s1", limit=1) == [("s1", 1)]
+    assert hits(services, "...") == []  # no searchable word: nothing is read
+    assert services.fake.actions == ["index journal events"] * 2
+
+
+def test_the_index_checks_its_arguments_before_anything_runs(services: FakeServices) -> None:
+    for limit in [0, -1, True, 1.5, "5", None]:
+        with pytest.raises(InvalidRecord, match="limit must be a positive integer"):
+            services.index.search("fox", limit=limit)  # type: ignore[arg-type]
+    for session_id in ["", "../s", "s" * 129, 5]:
+        with pytest.raises(InvalidRecord, match="session_id"):
+            services.index.search("fox", session_id=session_id)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord, match="query must be a string, got int"):
+        services.index.search(5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord, match="rows"):
+        services.index.insert([("s1", 1)])  # type: ignore[list-item]
+    with pytest.raises(InvalidRecord, match="rows"):
+        services.index.insert("s1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord, match="session_dir must be the path"):
+        services.index.rebuild(None, "s1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord, match="session_id"):
+        services.index.rebuild(".", "../s1")
+    assert services.fake.actions == []
+    assert services.fake.state.index == {}
+
+
+def test_a_rebuild_replaces_the_sessions_rows_with_its_files(
+    services: FakeServices, tmp_path: Path
+) -> None:
+    services.index.insert([index_row("s1", 9, "stale words"), index_row("s2", 1, "kept words")])
+    (tmp_path / "s1").mkdir()
+    message = Message.from_text("t1", MessageRole.USER, "hello index")
+    line = JournalEnvelope(
+        seq=1, ts=datetime(2026, 11, 29, tzinfo=UTC), event=UserMsg(turn_id="t1", message=message)
+    )
+    (tmp_path / "s1" / "events.jsonl").write_text(line.model_dump_json() + "\n")
+    assert services.index.rebuild(tmp_path / "s1", "s1") == 1
+    assert hits(services, "words") == [("s2", 1)]
+    assert hits(services, "hello") == [("s1", 1)]
+    with pytest.raises(InvalidRecord, match="cannot read the events of 's3'"):
+        services.index.rebuild(tmp_path / "s3", "s3")

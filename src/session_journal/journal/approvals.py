@@ -19,6 +19,33 @@ from .payloads import (
     UnrestrictedExecutionPayload,
 )
 
+__all__ = [
+    "DeferredFormApplied",
+    "DeferredFormRecorded",
+    "MermaidDiagram",
+    "PendingPrompt",
+    "PermissionGrantCreated",
+    "PermissionGrantExpired",
+    "PermissionGroupCreated",
+    "PermissionGroupResolved",
+    "PermissionGroupUpdated",
+    "PermissionRequestApproved",
+    "PermissionRequestCancelled",
+    "PermissionRequestCreated",
+    "PermissionRequestDeferred",
+    "PermissionRequestDenied",
+    "PermissionRequestTargeted",
+    "PromptExpired",
+    "PromptResolved",
+    "TerminalFinalState",
+    "ToolApproved",
+    "ToolDenied",
+    "ToolPendingApproval",
+    "UnrestrictedExecution",
+]
+"""The journal event kinds this module defines, in the order defined: `journal.envelope` names
+each in the union `JournalEvent`, and `session_journal.journal` exports them."""
+
 # --- prompts and deferred forms --------------------------------------------------------------
 
 

@@ -17,110 +17,59 @@ from pydantic import (
     model_validator,
 )
 
-from .approvals import (
-    DeferredFormApplied,
-    DeferredFormRecorded,
-    MermaidDiagram,
-    PendingPrompt,
-    PermissionGrantCreated,
-    PermissionGrantExpired,
-    PermissionGroupCreated,
-    PermissionGroupResolved,
-    PermissionGroupUpdated,
-    PermissionRequestApproved,
-    PermissionRequestCancelled,
-    PermissionRequestCreated,
-    PermissionRequestDeferred,
-    PermissionRequestDenied,
-    PermissionRequestTargeted,
-    PromptExpired,
-    PromptResolved,
-    TerminalFinalState,
-    ToolApproved,
-    ToolDenied,
-    ToolPendingApproval,
-    UnrestrictedExecution,
-)
-from .kinds import (
-    AssistantMsg,
-    AttachmentDegraded,
-    Checkpoint,
-    CompactionSummary,
-    ContentFilterHit,
-    ContextCompact,
-    ContextTruncated,
-    DiffPreview,
-    FileEditApplied,
-    FlowEnd,
-    FlowGraph,
-    FlowNodeEnd,
-    FlowNodeStart,
-    FlowStart,
-    LlmCall,
-    LlmPartialCall,
-    SystemMsg,
-    ToolNode,
-    ToolResultMetrics,
-    ToolResultMsg,
-    TurnEnd,
-    TurnStart,
-    UserInject,
-    UserMsg,
-    WatchWarn,
-    WorkspaceLifecycle,
-)
+from . import approvals, kinds
 
 # --- the union and the envelope --------------------------------------------------------------
 
 JournalEvent = Annotated[
-    FlowStart
-    | FlowEnd
-    | WorkspaceLifecycle
-    | LlmCall
-    | TurnStart
-    | TurnEnd
-    | UserMsg
-    | AssistantMsg
-    | ToolResultMsg
-    | ToolResultMetrics
-    | DiffPreview
-    | FileEditApplied
-    | CompactionSummary
-    | SystemMsg
-    | UserInject
-    | ContentFilterHit
-    | ContextCompact
-    | Checkpoint
-    | ContextTruncated
-    | WatchWarn
-    | PendingPrompt
-    | PromptExpired
-    | PromptResolved
-    | DeferredFormRecorded
-    | DeferredFormApplied
-    | LlmPartialCall
-    | FlowGraph
-    | FlowNodeStart
-    | FlowNodeEnd
-    | ToolNode
-    | AttachmentDegraded
-    | ToolPendingApproval
-    | ToolApproved
-    | ToolDenied
-    | PermissionRequestCreated
-    | PermissionRequestTargeted
-    | PermissionRequestDeferred
-    | PermissionRequestApproved
-    | PermissionRequestDenied
-    | PermissionRequestCancelled
-    | PermissionGroupCreated
-    | PermissionGroupUpdated
-    | PermissionGroupResolved
-    | PermissionGrantCreated
-    | PermissionGrantExpired
-    | UnrestrictedExecution
-    | TerminalFinalState
-    | MermaidDiagram,
+    kinds.FlowStart
+    | kinds.FlowEnd
+    | kinds.WorkspaceLifecycle
+    | kinds.LlmCall
+    | kinds.TurnStart
+    | kinds.TurnEnd
+    | kinds.UserMsg
+    | kinds.AssistantMsg
+    | kinds.ToolResultMsg
+    | kinds.ToolResultMetrics
+    | kinds.DiffPreview
+    | kinds.FileEditApplied
+    | kinds.CompactionSummary
+    | kinds.SystemMsg
+    | kinds.UserInject
+    | kinds.ContentFilterHit
+    | kinds.ContextCompact
+    | kinds.Checkpoint
+    | kinds.ContextTruncated
+    | kinds.WatchWarn
+    | approvals.PendingPrompt
+    | approvals.PromptExpired
+    | approvals.PromptResolved
+    | approvals.DeferredFormRecorded
+    | approvals.DeferredFormApplied
+    | kinds.LlmPartialCall
+    | kinds.FlowGraph
+    | kinds.FlowNodeStart
+    | kinds.FlowNodeEnd
+    | kinds.ToolNode
+    | kinds.AttachmentDegraded
+    | approvals.ToolPendingApproval
+    | approvals.ToolApproved
+    | approvals.ToolDenied
+    | approvals.PermissionRequestCreated
+    | approvals.PermissionRequestTargeted
+    | approvals.PermissionRequestDeferred
+    | approvals.PermissionRequestApproved
+    | approvals.PermissionRequestDenied
+    | approvals.PermissionRequestCancelled
+    | approvals.PermissionGroupCreated
+    | approvals.PermissionGroupUpdated
+    | approvals.PermissionGroupResolved
+    | approvals.PermissionGrantCreated
+    | approvals.PermissionGrantExpired
+    | approvals.UnrestrictedExecution
+    | approvals.TerminalFinalState
+    | approvals.MermaidDiagram,
     Field(discriminator="type"),
 ]
 """Any journal event, discriminated by its `type` tag."""

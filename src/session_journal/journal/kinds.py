@@ -15,6 +15,37 @@ from .payloads import (
     Message,
 )
 
+__all__ = [
+    "AssistantMsg",
+    "AttachmentDegraded",
+    "Checkpoint",
+    "CompactionSummary",
+    "ContentFilterHit",
+    "ContextCompact",
+    "ContextTruncated",
+    "DiffPreview",
+    "FileEditApplied",
+    "FlowEnd",
+    "FlowGraph",
+    "FlowNodeEnd",
+    "FlowNodeStart",
+    "FlowStart",
+    "LlmCall",
+    "LlmPartialCall",
+    "SystemMsg",
+    "ToolNode",
+    "ToolResultMetrics",
+    "ToolResultMsg",
+    "TurnEnd",
+    "TurnStart",
+    "UserInject",
+    "UserMsg",
+    "WatchWarn",
+    "WorkspaceLifecycle",
+]
+"""The journal event kinds this module defines, in the order defined: `journal.envelope` names
+each in the union `JournalEvent`, and `session_journal.journal` exports them."""
+
 # --- flows and turns -------------------------------------------------------------------------
 
 

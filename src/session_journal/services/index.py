@@ -4,15 +4,20 @@ SQLite: an FTS5 table over `project_events.text_content`, kept in sync by SQLite
 PostgreSQL: a generated `tsvector` column (`simple` configuration) with a GIN index.
 
 The rows, the hits and the query language are the journal's (`journal/search.py`, no database);
-`storage/repositories/project_events.py` turns the parsed terms into SQL. This service validates
-the arguments and owns the transactions.
+`storage/repositories/project_events.py` turns the parsed terms into SQL. This service checks
+the arguments and runs the work in the store's transactions, as the other services do.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from .._validation import optional_id, require_id
+from pydantic import BeforeValidator
+
+from .._arguments import Passed, sequence_of, validate_arguments
+from .._validation import Id
 from ..errors import InvalidRecord
 from ..journal.search import (
     MAX_SEARCH_LIMIT,
@@ -21,71 +26,92 @@ from ..journal.search import (
     parse_query,
     session_rows,
 )
-from ..storage.database import Database
-from ..storage.unit_of_work import UnitOfWork
+from ..storage.protocols import Transactions, WriteContext
+
+
+def _positive(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be a positive integer, got {value!r}")
+    return value
+
+
+SearchLimit = Annotated[int, BeforeValidator(_positive)]
+"""A search's `limit`: a positive integer (above `MAX_SEARCH_LIMIT` it is clamped)."""
 
 
 class ProjectIndex:
     """`store.index`: insert, search and rebuild the project's journal index. A
     `JournalWriter` given it as `index` feeds it (it is the writer's `IndexSink`)."""
 
-    def __init__(self, database: Database) -> None:
-        self._database = database
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
 
     def writing_in_this_thread(self) -> bool:
         """Whether this thread is inside a write transaction of the index's store."""
-        return self._database.writing_in_this_thread()
+        return self._transactions.writing_in_this_thread()
 
-    def insert(self, rows: list[IndexRow]) -> None:
-        """Insert rows; a row whose (session_id, seq) is already indexed is left as it is."""
-        if rows:
+    @validate_arguments(rows="index rows")
+    def insert(
+        self,
+        rows: Annotated[Sequence[IndexRow], sequence_of("IndexRow")],
+        *,
+        uow: Passed[WriteContext | None] = None,
+    ) -> None:
+        """Insert rows (`IndexRow`s, as `session_rows` or a `JournalWriter` builds them); a row
+        whose (session_id, seq) is already indexed is left as it is."""
+        if not rows:
+            return None
 
-            def work(uow: UnitOfWork) -> None:
-                uow.project_events.insert(rows)
-                uow.commit()
+        def work(context: WriteContext) -> None:
+            context.project_events.insert(rows)
+            context.commit()
 
-            return self._database.submit(work, "index journal events")
+        return self._transactions.submit(work, "index journal events", uow)
 
+    @validate_arguments()
     def search(
         self,
         query: str,
         *,
-        session_id: str | None = None,
-        limit: int = 20,
-        uow: UnitOfWork | None = None,
+        session_id: Id | None = None,
+        limit: SearchLimit = 20,
+        uow: Passed[WriteContext | None] = None,
     ) -> list[SearchHit]:
         """Hits for `query`, best first, at most `limit` (a positive integer; above
         `MAX_SEARCH_LIMIT` it is clamped). `InvalidRecord` for a query `parse_query` refuses,
         a malformed `session_id` or a bad `limit`, the same on both backends; `[]` when the
         query has no searchable word."""
         terms = parse_query(query)
-        session_id = optional_id(session_id, "session_id")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidRecord(f"limit must be a positive integer, got {limit!r}")
         if not terms:
             return []
-        with self._database.reading("search the project index", uow) as read:
+        with self._transactions.reading("search the project index", uow) as read:
             return read.project_events.search(terms, session_id, min(limit, MAX_SEARCH_LIMIT))
 
+    @validate_arguments()
     def rebuild(
         self,
-        session_dir: str | os.PathLike[str],
-        session_id: str,
+        session_dir: Passed[str | os.PathLike[str]],
+        session_id: Id,
         *,
-        uow: UnitOfWork | None = None,
+        uow: Passed[WriteContext | None] = None,
     ) -> int:
-        """Re-index a session from its `events.jsonl` (lines that do not decode are skipped);
-        returns the rows indexed."""
-        session_id = require_id(session_id, "session_id")
+        """Re-index a session from its `events.jsonl` (lines that do not decode are skipped):
+        its index rows are replaced by the file's, in one transaction; returns the rows
+        indexed. `InvalidRecord` when `session_dir` is not a path or the file cannot be read."""
+        if not isinstance(session_dir, str | os.PathLike) or not str(session_dir):
+            raise InvalidRecord(
+                f"session_dir must be the path of a session directory, got "
+                f"{type(session_dir).__name__}; nothing was indexed"
+            )
         try:
             rows = session_rows(session_dir, session_id)
         except OSError as error:
             raise InvalidRecord(f"cannot read the events of {session_id!r}: {error}") from None
 
-        def work(context: UnitOfWork) -> None:
+        def work(context: WriteContext) -> None:
             context.project_events.delete_session(session_id)
             context.project_events.insert(rows)
             context.commit()
 
-        self._database.submit(work, f"rebuild the index of {session_id!r}", uow)
+        self._transactions.submit(work, f"rebuild the index of {session_id!r}", uow)
         return len(rows)

@@ -12,13 +12,14 @@ mypy checks that they satisfy these protocols.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Protocol, TypeVar
 
 from ..api_events import ApiEventFilter, StoredRow
 from ..config import StoreOptions
+from ..journal.search import IndexRow, SearchHit, SearchTerm
 from ..records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
 from ..relay.state import TranscriptItem
 from .repositories import (
@@ -244,8 +245,22 @@ class ProjectionWrites(ProjectionReads, Protocol):
 # --- The contexts ----------------------------------------------------------------------------
 
 
-class ProjectEventWrites(Protocol):
-    """The project index, as the sessions' removal uses it."""
+class ProjectEventReads(Protocol):
+    """Searching the project index."""
+
+    def search(
+        self, terms: list[SearchTerm], session_id: str | None, limit: int
+    ) -> list[SearchHit]:
+        """Events whose text contains every term (its words as a phrase), best first."""
+        ...
+
+
+class ProjectEventWrites(ProjectEventReads, Protocol):
+    """Inserting and deleting index rows."""
+
+    def insert(self, rows: Sequence[IndexRow]) -> None:
+        """Insert rows, skipping any (session_id, seq) already indexed."""
+        ...
 
     def delete_session(self, session_id: str) -> None:
         """Delete the session's index rows."""
@@ -278,6 +293,11 @@ class ReadContext(Protocol):
     @property
     def projection(self) -> ProjectionReads:
         """Materialized sessions."""
+        ...
+
+    @property
+    def project_events(self) -> ProjectEventReads:
+        """The project index."""
         ...
 
 
@@ -361,6 +381,11 @@ class Transactions(Protocol):
     ) -> AbstractContextManager[LogReadContext]:
         """A read of the log made of one statement (no transaction around it); with `uow`, in
         that unit of work."""
+        ...
+
+    def writing_in_this_thread(self) -> bool:
+        """Whether this thread is inside a write transaction of the store (where waiting for
+        the write path would wait forever)."""
         ...
 
     def commit_signal(self) -> CommitSignal:
