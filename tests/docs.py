@@ -27,9 +27,18 @@ def nav_pages() -> list[Path]:
     return found
 
 
+_SNIPPET = re.compile(r'^--8<-- "(?P<path>[^"]+)"\s*$', re.MULTILINE)
+
+
 def documents() -> list[Path]:
-    """README.md, then every page of the site in navigation order."""
-    return [README, *nav_pages()]
+    """README.md, then every page of the site in navigation order, each followed by the files
+    it includes (`--8<-- "PATH"`, pymdownx.snippets, paths from the repository's root)."""
+    found = [README]
+    for page in nav_pages():
+        found.append(page)
+        included = _SNIPPET.findall(page.read_text(encoding="utf-8"))
+        found.extend(REPO / path for path in included if REPO / path not in found)
+    return found
 
 
 def page(name: str) -> str:

@@ -212,16 +212,24 @@ class FakeEvents:
     def page_rows(
         self, event_filter: ApiEventFilter, after_seq: int, limit: int
     ) -> tuple[int, int, list[StoredRow]]:
+        rows = [row for row in self._matching(event_filter) if row[0] > after_seq]
+        return self._state.latest_seq, 0, rows[:limit]
+
+    def page_rows_before(
+        self, event_filter: ApiEventFilter, before_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
+        rows = [row for row in self._matching(event_filter) if row[0] < before_seq]
+        return self._state.latest_seq, 0, rows[-limit:] if limit else []
+
+    def _matching(self, event_filter: ApiEventFilter) -> builtins.list[StoredRow]:
         sessions = self._state.sessions
-        rows = [
+        return [
             (event.seq, event.session_id, event.recorded_at_ms, event.body.model_dump_json(), True)
             for event in self._state.events
-            if event.seq > after_seq
-            and event_filter.session_id in (None, event.session_id)
+            if event_filter.session_id in (None, event.session_id)
             and event_filter.workspace_id in (None, sessions[event.session_id].workspace_id)
             and (event_filter.types is None or event.body.type in event_filter.types)
         ]
-        return self._state.latest_seq, 0, rows[:limit]
 
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
         return self.page_rows(ApiEventFilter(), after_seq, limit)
@@ -331,6 +339,15 @@ class FakeProjection:
     def transcript(self, session_id: str) -> list[TranscriptItem]:
         return list(self._state.transcripts.get(session_id, []))
 
+    def transcript_before(
+        self, session_id: str, before_position: int | None, limit: int
+    ) -> list[TranscriptItem]:
+        items = self._state.transcripts.get(session_id, [])
+        older = [
+            item for item in items if before_position is None or item.position < before_position
+        ]
+        return list(reversed(older))[:limit]
+
 
 class FakeProjectEvents:
     """`ProjectEventWrites`: the index rows by (session_id, seq). Its search keeps the rules a
@@ -350,11 +367,20 @@ class FakeProjectEvents:
             del self._state.index[key]
 
     def search(
-        self, terms: builtins.list[SearchTerm], session_id: str | None, limit: int
+        self,
+        terms: builtins.list[SearchTerm],
+        session_id: str | None,
+        limit: int,
+        workspace_id: str | None = None,
     ) -> builtins.list[SearchHit]:
         hits = []
         for (row_session, seq), row in sorted(self._state.index.items()):
             words = [word.lower() for word in re.findall(r"\w+", row.text_content or "")]
+            session = self._state.sessions.get(row_session)
+            if workspace_id is not None and (
+                session is None or session.workspace_id != workspace_id
+            ):
+                continue
             if session_id not in (None, row_session) or not all(
                 _has_phrase(words, [word.lower() for word in term.words]) for term in terms
             ):

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from session_journal import ApiEvent, ApiEventData, ApiEventPage
+from session_journal import ApiEvent, ApiEventData, ApiEventPage, ApiEventPageBefore
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "api" / "events.md"
 
@@ -156,7 +156,7 @@ def render() -> str:
             lines += page.model(kind, f"`{kind.__name__}`")
             lines += [*page.fields(kind), ""]
     lines += ["## The event and the page", ""]
-    for envelope in (ApiEvent, ApiEventPage):
+    for envelope in (ApiEvent, ApiEventPage, ApiEventPageBefore):
         lines += page.model(envelope, f"`{envelope.__name__}`")
         lines += [*page.fields(envelope), ""]
     assert not page.pending, f"the envelopes name types the page does not show: {page.pending}"

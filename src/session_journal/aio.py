@@ -157,6 +157,7 @@ class AsyncProjectionService(_Service[ProjectionService]):
 
     apply = _awaitable(ProjectionService.apply)
     load = _awaitable(ProjectionService.load)
+    transcript = _awaitable(ProjectionService.transcript)
 
 
 class AsyncProjectIndex(_Service[ProjectIndex]):
@@ -174,6 +175,8 @@ class AsyncEventService(_Service[EventService]):
     load = _awaitable(EventService.load)
     load_json = _awaitable(EventService.load_json)
     load_json_events = _awaitable(EventService.load_json_events)
+    load_before = _awaitable(EventService.load_before)
+    load_before_json = _awaitable(EventService.load_before_json)
     latest_seq = _awaitable(EventService.latest_seq)
     pruned_through = _awaitable(EventService.pruned_through)
     plan_prune = _awaitable(EventService.plan_prune)

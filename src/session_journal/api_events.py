@@ -344,6 +344,18 @@ class ApiEventPage(BaseModel):
     pruned_through: int = 0
 
 
+class ApiEventPageBefore(BaseModel):
+    """A page of the events before a seq, newest first (`load_before`); go further back with
+    `before_seq=next_before_seq`. `next_before_seq` is the oldest returned seq, else the
+    `before_seq` asked for: an empty page means nothing older (matching the filter) is retained.
+    `latest_seq` and `pruned_through` are the frontier and the floor of the page's snapshot."""
+
+    events: list[ApiEvent]
+    next_before_seq: int
+    latest_seq: int
+    pruned_through: int
+
+
 EVENT_DATA: TypeAdapter[ApiEventData] = TypeAdapter(ApiEventData)
 
 
@@ -428,6 +440,17 @@ def page_json(texts: list[str], next_after_seq: int, latest_seq: int, pruned_thr
     `ApiEventPage.model_dump_json()` writes for that page."""
     return (
         f'{{"events":[{",".join(texts)}],"next_after_seq":{next_after_seq},'
+        f'"latest_seq":{latest_seq},"pruned_through":{pruned_through}}}'
+    ).encode()
+
+
+def page_before_json(
+    texts: list[str], next_before_seq: int, latest_seq: int, pruned_through: int
+) -> bytes:
+    """A page's JSON (UTF-8) from its events' `event_texts`, newest first: exactly what
+    `ApiEventPageBefore.model_dump_json()` writes for that page."""
+    return (
+        f'{{"events":[{",".join(texts)}],"next_before_seq":{next_before_seq},'
         f'"latest_seq":{latest_seq},"pruned_through":{pruned_through}}}'
     ).encode()
 

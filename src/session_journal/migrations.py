@@ -301,18 +301,21 @@ def upgrade_from(
         engine.dispose()
 
 
-def upgrade_for_store(url: str, options: StoreOptions) -> SchemaStatus:
-    """What `Store.open(upgrade=True)` does before it opens the store, on one "migrator" engine
-    disposed before it returns: read the revision, migrate to head unless newer code migrated
-    the database (`upgrade_from`), and judge the result (`verify`)."""
-    engine = create_engine(url, options, role="migrator")
-    try:
-        current = status(engine).revision
-        if current is None or is_known(current):
+def upgrade_for_store(url: str, options: StoreOptions, reader: Engine) -> SchemaStatus:
+    """What `Store.open(upgrade=True)` does before the store is used: read the revision on the
+    store's `reader` (a plain read, with the store's PostgreSQL timeouts: it waits for no write
+    lock, so a controller opening while another migrates waits in the migration's own lock,
+    as before), migrate to head unless newer code migrated the database, Alembic and the
+    backfill after it on one "migrator" engine disposed before this returns, and judge the
+    result on the reader (`verify`)."""
+    current = status(reader).revision
+    if current is None or is_known(current):
+        engine = create_engine(url, options, role="migrator")
+        try:
             upgrade_from(url, current, options=options, engine=engine)
-        return verify(engine)
-    finally:
-        engine.dispose()
+        finally:
+            engine.dispose()
+    return verify(reader)
 
 
 def _finish_backfill(engine: Engine) -> None:

@@ -56,13 +56,14 @@ class Store:
         """
         url = check_url(resolve_url(url))
         options = options or StoreOptions.from_env()
-        if upgrade:  # the revision read, migrated and judged on one engine of its own
-            schema = migrations.upgrade_for_store(url, options)
-            return cls(url, Database(url, options), schema)
-        require_database(url)  # never create a database that is not there
+        if not upgrade:  # never create a database that is not there
+            require_database(url)
         database = Database(url, options)
         try:
-            schema = migrations.verify(database.reader)
+            if upgrade:  # read and judged on the reader, migrated on one engine of its own
+                schema = migrations.upgrade_for_store(url, options, database.reader)
+            else:
+                schema = migrations.verify(database.reader)
         except BaseException:
             database.dispose()
             raise

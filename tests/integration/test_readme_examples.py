@@ -177,6 +177,8 @@ def test_the_signatures_shown_are_the_real_ones() -> None:
     for block in shown:
         function = signature_of(block)
         assert function is not None
+        # Only the signature: any other line would be shown to the reader and never run.
+        assert len(block.text.strip().splitlines()) == 1, f"{block.where}: more than a signature"
         inside = re.search(r"\(([^)]*)\)", block.text)
         assert inside is not None, f"{block.where}: no parameter list"
         assert _shown_parameters(inside[1]) == _real_parameters(function), block.where

@@ -1,17 +1,24 @@
-"""`Store.open(upgrade=True)` reads the revision, migrates and judges the schema on one engine of
-its own (issue 24): beside the store's writer and reader it makes one engine, whatever the
-database's state, and reads the revision once before and once after the migration."""
+"""`Store.open(upgrade=True)` migrates on one engine of its own (issue 24): Alembic and the
+backfill after it share one "migrator" engine, the revision is read on the store's reader once
+before and once after the migration, and nothing else is made, whatever the database's state.
+The reads take no write lock: a controller opening while another migrates the same SQLite file
+waits for it in the migration lock, never failing on the busy timeout."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
-from session_journal import SessionRecord, Store, migrations
+from session_journal import SessionRecord, Store, StoreOptions, migrations
 from session_journal.storage import engines
 
 
@@ -68,3 +75,41 @@ def test_an_older_database_is_migrated_and_keeps_its_rows(url: str, made: Counte
     with Store.open(url) as store:  # without upgrade: the store's engines and one read
         assert store.sessions.get("s-1") is not None
     assert made == Counter({"writer": 1, "reader": 1, "status": 1})
+
+
+HOLDER = """
+import sqlite3, sys, time
+from session_journal.storage.engines import sqlite_migration_lock
+url = sys.argv[1]
+with sqlite_migration_lock(url):  # a migration under way in another process
+    database = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    database.execute("BEGIN IMMEDIATE")  # and its write lock
+    print("held", flush=True)
+    time.sleep(float(sys.argv[2]))
+    database.execute("COMMIT")
+"""
+
+
+@pytest.mark.sqlite
+@pytest.mark.slow
+def test_opening_while_another_process_migrates_waits_for_it(
+    tmp_path: Path, made: Counter[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    migrations.upgrade(url)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url, "2.0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        # A busy timeout far below the holder's 2 s: only the migration lock may make it wait.
+        with Store.open(url, upgrade=True, options=StoreOptions(busy_timeout_s=0.2)) as store:
+            assert store.schema.revision == migrations.head()
+        assert time.monotonic() - started >= 1.0
+    finally:
+        holder.wait(timeout=30)
+    assert holder.returncode == 0

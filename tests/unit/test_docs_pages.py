@@ -75,7 +75,7 @@ def _models() -> list[type[BaseModel]]:
     page = api_event_page.Page()
     found: list[type[BaseModel]] = []
     queue: list[type] = [*api_event_page.bodies(), api_event_page.ApiEvent]
-    queue.append(api_event_page.ApiEventPage)
+    queue += [api_event_page.ApiEventPage, api_event_page.ApiEventPageBefore]
     while queue:
         model = queue.pop(0)
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or model in found:

@@ -486,11 +486,20 @@ def hits(services: FakeServices, query: str, **arguments: Any) -> list[tuple[str
     return [(hit.session_id, hit.seq) for hit in services.index.search(query, **arguments)]
 
 
+class BytesPath:
+    """A path object whose path is bytes: not a path `rebuild` can read."""
+
+    def __fspath__(self) -> bytes:
+        return b"/tmp"
+
+
 def test_the_index_keeps_the_first_row_of_an_event_and_finds_phrases(
     services: FakeServices,
 ) -> None:
     services.index.insert([index_row("s1", 1, "The quick brown fox"), index_row("s2", 1, "fox")])
-    services.index.insert([index_row("s1", 1, "replaced?"), index_row("s1", 2, "brown the")])
+    services.index.insert(
+        row for row in [index_row("s1", 1, "replaced?"), index_row("s1", 2, "brown the")]
+    )
     assert hits(services, "fox") == [("s1", 1), ("s2", 1)]
     assert hits(services, '"quick brown" FOX') == [("s1", 1)]
     assert hits(services, '"brown quick"') == []
@@ -511,9 +520,10 @@ def test_the_index_checks_its_arguments_before_anything_runs(services: FakeServi
     with pytest.raises(InvalidRecord, match="rows"):
         services.index.insert([("s1", 1)])  # type: ignore[list-item]
     with pytest.raises(InvalidRecord, match="rows"):
-        services.index.insert("s1")  # type: ignore[arg-type]
-    with pytest.raises(InvalidRecord, match="session_dir must be the path"):
-        services.index.rebuild(None, "s1")  # type: ignore[arg-type]
+        services.index.insert(None)  # type: ignore[arg-type]
+    for path, given in [(None, "NoneType"), ("", "an empty path"), (BytesPath(), "BytesPath")]:
+        with pytest.raises(InvalidRecord, match=f"session_dir must be the path.*got {given}"):
+            services.index.rebuild(path, "s1")  # type: ignore[arg-type]
     with pytest.raises(InvalidRecord, match="session_id"):
         services.index.rebuild(".", "../s1")
     assert services.fake.actions == []

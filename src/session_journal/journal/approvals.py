@@ -43,8 +43,9 @@ __all__ = [
     "ToolPendingApproval",
     "UnrestrictedExecution",
 ]
-"""The journal event kinds this module defines, in the order defined: `journal.envelope` names
-each in the union `JournalEvent`, and `session_journal.journal` exports them."""
+"""The journal event kinds this module defines (sorted): `journal.envelope` names each in the
+union `JournalEvent` (in the seed's order), and `session_journal.journal` exports them from here;
+`tests/unit/test_journal_kind_list.py` fails if a kind is missing from either."""
 
 # --- prompts and deferred forms --------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from .state import (
     System,
     TranscriptBody,
     TranscriptItem,
+    TranscriptPage,
     UserPrompt,
 )
 
@@ -76,6 +77,7 @@ __all__ = [
     "System",
     "TranscriptBody",
     "TranscriptItem",
+    "TranscriptPage",
     "UserPrompt",
     "relay_event_digest",
     "turn_result_kind",

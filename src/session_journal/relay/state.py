@@ -91,6 +91,17 @@ class MaterializedSession(BaseModel):
         return None
 
 
+class TranscriptPage(BaseModel):
+    """A page of a session's transcript, newest first (`projection.transcript`); go further back
+    with `before_position=next_before_position`. `next_before_position` is the oldest returned
+    position, else the `before_position` asked for (0 when none was): an empty page means
+    nothing older."""
+
+    session_id: str
+    items: list[TranscriptItem]
+    next_before_position: int
+
+
 class TrackedCommand(BaseModel):
     """A queued command not yet finished (kept only while in flight)."""
 

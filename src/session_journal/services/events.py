@@ -13,9 +13,11 @@ from ..api_events import (
     ApiEvent,
     ApiEventFilter,
     ApiEventPage,
+    ApiEventPageBefore,
     StoredRow,
     decode_events,
     event_texts,
+    page_before_json,
     page_json,
 )
 from ..errors import InvalidRecord, StoreClosed
@@ -110,6 +112,62 @@ class EventService:
         with the page's cursor, frontier and floor; for a server that sends events one by one
         (a Server-Sent Event each) or a command line that prints one per line."""
         return self._json_page(filter, after_seq, limit, uow)
+
+    @validate_arguments()
+    def load_before(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        *,
+        before_seq: Int64,
+        limit: int = 100,
+        uow: Passed[WriteContext | None] = None,
+    ) -> ApiEventPageBefore:
+        """The newest events with `seq < before_seq` matching `filter`, newest first, at most
+        `limit` (clamped to 1..1000): history for a client paging back from where it started
+        (`before_seq=page.next_before_seq` for the next older page; an empty page: nothing
+        older is retained). Events at or below the floor of the pruned log are never returned,
+        nor is a cursor below it an error: history simply ends there. The page, `latest_seq`
+        and `pruned_through` come from one snapshot."""
+        latest, pruned, rows = self._rows_before(filter, before_seq, limit, uow)
+        events = decode_events(rows)
+        events.reverse()
+        after = events[-1].seq if events else before_seq
+        return ApiEventPageBefore(
+            events=events, next_before_seq=after, latest_seq=latest, pruned_through=pruned
+        )
+
+    @validate_arguments()
+    def load_before_json(
+        self,
+        filter: Given[ApiEventFilter] | None = None,
+        *,
+        before_seq: Int64,
+        limit: int = 100,
+        uow: Passed[WriteContext | None] = None,
+    ) -> bytes:
+        """The page `load_before` gives for these arguments, as its JSON (UTF-8): exactly
+        `page.model_dump_json().encode()`, built from the stored text as `load_json` is."""
+        latest, pruned, rows = self._rows_before(filter, before_seq, limit, uow)
+        rows.reverse()
+        after = rows[-1][0] if rows else before_seq
+        return page_before_json(event_texts(rows), after, latest, pruned)
+
+    def _rows_before(
+        self,
+        event_filter: ApiEventFilter | None,
+        before_seq: int,
+        limit: int,
+        uow: WriteContext | None,
+    ) -> tuple[int, int, list[StoredRow]]:
+        """The frontier, the floor and the retained rows (ascending) of a `load_before` page."""
+        event_filter = ApiEventFilter() if event_filter is None else event_filter
+        with self._transactions.reading_one_statement("load events before a seq", uow) as read:
+            latest, pruned, rows = read.events.page_rows_before(
+                event_filter, before_seq, page_size(limit)
+            )
+        # Rows at or below the floor belong to a prune under way (or one interrupted): they are
+        # the oldest of the page, and not retained.
+        return latest, pruned, [row for row in rows if row[0] > pruned]
 
     def _json_page(
         self,

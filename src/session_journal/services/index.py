@@ -11,12 +11,12 @@ the arguments and runs the work in the store's transactions, as the other servic
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator
 
-from .._arguments import Passed, sequence_of, validate_arguments
+from .._arguments import Passed, listed, validate_arguments
 from .._validation import Id
 from ..errors import InvalidRecord
 from ..journal.search import (
@@ -53,17 +53,19 @@ class ProjectIndex:
     @validate_arguments(rows="index rows")
     def insert(
         self,
-        rows: Annotated[Sequence[IndexRow], sequence_of("IndexRow")],
+        rows: Annotated[Iterable[IndexRow], listed(IndexRow, "IndexRow")],
         *,
         uow: Passed[WriteContext | None] = None,
     ) -> None:
-        """Insert rows (`IndexRow`s, as `session_rows` or a `JournalWriter` builds them); a row
-        whose (session_id, seq) is already indexed is left as it is."""
-        if not rows:
+        """Insert rows (any iterable of `IndexRow`s, as `session_rows` or a `JournalWriter`
+        builds them, read once); a row whose (session_id, seq) is already indexed is left as it
+        is. Anything else (`None`, a tuple for a row) is `InvalidRecord`, before anything runs."""
+        batch = list(rows)  # already a list (`listed`): typed as one
+        if not batch:
             return None
 
         def work(context: WriteContext) -> None:
-            context.project_events.insert(rows)
+            context.project_events.insert(batch)
             context.commit()
 
         return self._transactions.submit(work, "index journal events", uow)
@@ -75,17 +77,21 @@ class ProjectIndex:
         *,
         session_id: Id | None = None,
         limit: SearchLimit = 20,
+        workspace_id: Id | None = None,
         uow: Passed[WriteContext | None] = None,
     ) -> list[SearchHit]:
         """Hits for `query`, best first, at most `limit` (a positive integer; above
-        `MAX_SEARCH_LIMIT` it is clamped). `InvalidRecord` for a query `parse_query` refuses,
-        a malformed `session_id` or a bad `limit`, the same on both backends; `[]` when the
-        query has no searchable word."""
+        `MAX_SEARCH_LIMIT` it is clamped). With `workspace_id`, only events of that workspace's
+        sessions: index rows of sessions that `store.sessions` does not hold (a journal needs
+        no session row) are never served to a workspace-scoped caller. `InvalidRecord` for a
+        query `parse_query` refuses, a malformed `session_id` or `workspace_id` or a bad
+        `limit`, the same on both backends; `[]` when the query has no searchable word."""
         terms = parse_query(query)
         if not terms:
             return []
+        limit = min(limit, MAX_SEARCH_LIMIT)
         with self._transactions.reading("search the project index", uow) as read:
-            return read.project_events.search(terms, session_id, min(limit, MAX_SEARCH_LIMIT))
+            return read.project_events.search(terms, session_id, limit, workspace_id)
 
     @validate_arguments()
     def rebuild(
@@ -98,10 +104,15 @@ class ProjectIndex:
         """Re-index a session from its `events.jsonl` (lines that do not decode are skipped):
         its index rows are replaced by the file's, in one transaction; returns the rows
         indexed. `InvalidRecord` when `session_dir` is not a path or the file cannot be read."""
-        if not isinstance(session_dir, str | os.PathLike) or not str(session_dir):
+        try:
+            path = os.fspath(session_dir)
+        except TypeError:
+            path = None
+        if not isinstance(path, str) or not path:
+            given = "an empty path" if path == "" else type(session_dir).__name__
             raise InvalidRecord(
-                f"session_dir must be the path of a session directory, got "
-                f"{type(session_dir).__name__}; nothing was indexed"
+                f"session_dir must be the path of a session directory (a str or an os.PathLike "
+                f"of str), got {given}; nothing was indexed"
             )
         try:
             rows = session_rows(session_dir, session_id)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated
 
-from .._arguments import Given, Passed, sequence_of, validate_arguments
+from .._arguments import Given, Int64, Passed, sequence_of, validate_arguments
 from .._validation import Id, check_json_depth, encode_json
 from ..errors import ChainBroken, InvalidRecord
 from ..relay.observations import RELAY_EVENT_FORMAT, RelayEvent, relay_event_digest
 from ..relay.projection import Projector
-from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem
+from ..relay.state import MaterializedSession, ProjectionState, TranscriptItem, TranscriptPage
 from ..storage.protocols import Transactions, WriteContext
 from ..storage.repositories import StoredProjection
 from ._common import lock_session
@@ -99,6 +99,32 @@ class ProjectionService:
                 pending_elicitations=[question.request for question in state.pending],
                 transcript=read.projection.transcript(session_id),
             )
+
+    @validate_arguments()
+    def transcript(
+        self,
+        session_id: Id,
+        *,
+        before_position: Int64 | None = None,
+        limit: int = 100,
+        uow: Passed[WriteContext | None] = None,
+    ) -> TranscriptPage | None:
+        """A page of the session's transcript, newest first: the newest `limit` items (clamped
+        to 1..1000) below `before_position` (`None`: from the newest item); page back with
+        `before_position=page.next_before_position` until a page is empty. `None` if the
+        session does not exist; one read."""
+        with self._transactions.reading(f"read the transcript of {session_id!r}", uow) as read:
+            if read.sessions.get(session_id) is None:
+                return None
+            items = read.projection.transcript_before(
+                session_id, before_position, max(1, min(limit, MAX_TRANSCRIPT_PAGE))
+            )
+        oldest = items[-1].position if items else before_position or 0
+        return TranscriptPage(session_id=session_id, items=items, next_before_position=oldest)
+
+
+MAX_TRANSCRIPT_PAGE = 1000
+"""The most items one `transcript` page holds."""
 
 
 def _checked(events: Sequence[RelayEvent]) -> list[tuple[RelayEvent, str]]:

@@ -117,6 +117,13 @@ class EventReads(Protocol):
         events after `after_seq`, ascending, at most `limit`, from one snapshot, undecoded."""
         ...
 
+    def page_rows_before(
+        self, event_filter: ApiEventFilter, before_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
+        """`page_rows` of the newest `limit` matching events below `before_seq` (the rows
+        ascending)."""
+        ...
+
     def rows_after(self, after_seq: int, limit: int) -> tuple[int, int, list[StoredRow]]:
         """The frontier, the floor of the pruned log and the stored rows (`StoredRow`) of the
         events after `after_seq`, ascending, at most `limit`, from one snapshot."""
@@ -229,6 +236,13 @@ class ProjectionReads(Protocol):
         """The session's transcript, in order."""
         ...
 
+    def transcript_before(
+        self, session_id: str, before_position: int | None, limit: int
+    ) -> list[TranscriptItem]:
+        """The session's newest `limit` transcript items below `before_position` (`None`: of
+        the whole transcript), newest first."""
+        ...
+
 
 class ProjectionWrites(ProjectionReads, Protocol):
     """Advancing materialized sessions."""
@@ -249,9 +263,14 @@ class ProjectEventReads(Protocol):
     """Searching the project index."""
 
     def search(
-        self, terms: list[SearchTerm], session_id: str | None, limit: int
+        self,
+        terms: list[SearchTerm],
+        session_id: str | None,
+        limit: int,
+        workspace_id: str | None = None,
     ) -> list[SearchHit]:
-        """Events whose text contains every term (its words as a phrase), best first."""
+        """Events whose text contains every term (its words as a phrase), best first; with
+        `workspace_id`, of that workspace's sessions only."""
         ...
 
 

@@ -32,7 +32,7 @@ _KNOWN_TYPES = frozenset(EVENT_TYPES)
 
 @functools.cache
 def page_query(
-    *, sqlite: bool, by_session: bool, by_workspace: bool, types: int
+    *, sqlite: bool, by_session: bool, by_workspace: bool, types: int, before: bool = False
 ) -> sa.CompoundSelect[Any]:
     # One statement per backend and filter combination, so each gets its own plan: a generic
     # `(:sid IS NULL OR session_id = :sid)` keeps SQLite off the (session_id, seq) index, and the
@@ -43,8 +43,13 @@ def page_query(
     # co-routines; PostgreSQL: Merge Append of limited scans), each read only as far as the
     # page takes it: a page reads at most `limit` index entries per type (plus, with a
     # workspace, those of other workspaces' sessions that the membership check passes over).
+    # `before`: the events below `before_seq`, newest first: the same scans, backwards.
     def arm(tag: int | None) -> sa.Select[int, str, int, str, bool]:
-        query = sa.select(*_PAGE_COLUMNS).where(ApiEventRow.seq > sa.bindparam("after_seq"))
+        if before:
+            bound = ApiEventRow.seq < sa.bindparam("before_seq")
+        else:
+            bound = ApiEventRow.seq > sa.bindparam("after_seq")
+        query = sa.select(*_PAGE_COLUMNS).where(bound)
         if by_session:
             query = query.where(ApiEventRow.session_id == sa.bindparam("session_id"))
         if tag is not None:
@@ -65,17 +70,19 @@ def page_query(
         return query
 
     limit: sa.BindParameter[int] = sa.bindparam("limit")
+    order: Any = ApiEventRow.seq.desc() if before else ApiEventRow.seq
+    merged_order: Any = sa.literal_column("seq").desc() if before else sa.literal_column("seq")
     if types <= 1:
-        page = arm(0 if types else None).order_by(ApiEventRow.seq).limit(limit).subquery("page")
+        page = arm(0 if types else None).order_by(order).limit(limit).subquery("page")
     elif sqlite:  # co-routines in seq order, merged: no sort
         merged = sa.union_all(*(arm(tag) for tag in range(types)))
-        page = merged.order_by(sa.literal_column("seq")).limit(limit).subquery("page")
+        page = merged.order_by(merged_order).limit(limit).subquery("page")
     else:  # limited arms, which PostgreSQL merges (Merge Append) rather than sorts
         arms = [
-            sa.select(arm(tag).order_by(ApiEventRow.seq).limit(limit).subquery(f"of_type_{tag}"))
+            sa.select(arm(tag).order_by(order).limit(limit).subquery(f"of_type_{tag}"))
             for tag in range(types)
         ]
-        page = sa.union_all(*arms).order_by(sa.literal_column("seq")).limit(limit).subquery("page")
+        page = sa.union_all(*arms).order_by(merged_order).limit(limit).subquery("page")
     # The frontier rides along as one more row (its session_id is NULL), so that the page and
     # `latest_seq` come from one statement: one snapshot on both backends, one round trip.
     # Its third column is the floor of the pruned log (`pruned_through`), from the same snapshot.

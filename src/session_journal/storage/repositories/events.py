@@ -342,14 +342,26 @@ class EventRepository:
         the events after `after_seq` matching the filter, ascending, at most `limit`, read by
         one statement (so from one snapshot, also outside a transaction); undecoded: pages
         decode them (`decode_events`) or write them as JSON (`event_texts`)."""
+        return self._page(event_filter, {"after_seq": after_seq, "limit": limit})
+
+    def page_rows_before(
+        self, event_filter: ApiEventFilter, before_seq: int, limit: int
+    ) -> tuple[int, int, list[StoredRow]]:
+        """`page_rows` of the matching events below `before_seq`: the newest `limit` of them
+        (the rows ascending, as `page_rows` gives them), by one statement."""
+        return self._page(event_filter, {"before_seq": before_seq, "limit": limit})
+
+    def _page(
+        self, event_filter: ApiEventFilter, params: dict[str, Any]
+    ) -> tuple[int, int, list[StoredRow]]:
         types = checked_types(event_filter.types)
         query = page_query(
             sqlite=self._connection.dialect.name == "sqlite",
             by_session=event_filter.session_id is not None,
             by_workspace=event_filter.workspace_id is not None,
             types=len(types),
+            before="before_seq" in params,
         )
-        params: dict[str, Any] = {"after_seq": after_seq, "limit": limit}
         if event_filter.session_id is not None:
             params["session_id"] = event_filter.session_id
         if event_filter.workspace_id is not None:

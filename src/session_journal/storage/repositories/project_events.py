@@ -36,20 +36,26 @@ class ProjectEventRepository:
         )
 
     def search(
-        self, terms: list[SearchTerm], session_id: str | None, limit: int
+        self,
+        terms: list[SearchTerm],
+        session_id: str | None,
+        limit: int,
+        workspace_id: str | None = None,
     ) -> list[SearchHit]:
-        """Events whose text contains every term (its words as a phrase), best first."""
+        """Events whose text contains every term (its words as a phrase), best first. With
+        `workspace_id`, only events of sessions of that workspace: a row whose session is not
+        in `sessions` (journal sessions need not be) belongs to no workspace."""
         if self._connection.dialect.name == "postgresql":
-            rows = self._search_postgresql(terms, session_id, limit)
+            rows = self._search_postgresql(terms, session_id, limit, workspace_id)
         else:
-            rows = self._search_sqlite(terms, session_id, limit)
+            rows = self._search_sqlite(terms, session_id, limit, workspace_id)
         return [
             SearchHit(session_id=r[0], seq=r[1], kind=r[2], ts=r[3], snippet=r[4], rank=float(r[5]))
             for r in rows
         ]
 
     def _search_sqlite(
-        self, terms: list[SearchTerm], session_id: str | None, limit: int
+        self, terms: list[SearchTerm], session_id: str | None, limit: int, workspace: str | None
     ) -> Sequence[Any]:
         sql = (
             "SELECT e.session_id, e.seq, e.kind, e.ts, "
@@ -57,13 +63,15 @@ class ProjectEventRepository:
             "FROM project_events_fts JOIN project_events e ON e.id = project_events_fts.rowid "
             "WHERE project_events_fts MATCH :match"
             + (" AND e.session_id = :session_id" if session_id is not None else "")
+            + (_IN_WORKSPACE if workspace is not None else "")
             + " ORDER BY bm25(project_events_fts), e.seq LIMIT :limit"
         )
         params = {"match": fts5_match(terms), "session_id": session_id, "limit": limit}
+        params["workspace_id"] = workspace
         return self._connection.execute(sa.text(sql), params).all()
 
     def _search_postgresql(
-        self, terms: list[SearchTerm], session_id: str | None, limit: int
+        self, terms: list[SearchTerm], session_id: str | None, limit: int, workspace: str | None
     ) -> Sequence[Any]:
         query, params = tsquery_sql(terms)
         headline, headline_params = headline_tsquery_sql(terms)
@@ -74,11 +82,20 @@ class ProjectEventRepository:
             "'StartSel=[, StopSel=], MaxWords=24, MinWords=8'), ts_rank(e.tsv, q.query) "
             "FROM project_events e, q WHERE e.tsv @@ q.query"
             + (" AND e.session_id = :session_id" if session_id is not None else "")
+            + (_IN_WORKSPACE if workspace is not None else "")
             + " ORDER BY ts_rank(e.tsv, q.query) DESC, e.seq LIMIT :limit"
         )
         values: dict[str, Any] = {**params, **headline_params}
-        values |= {"session_id": session_id, "limit": limit}
+        values |= {"session_id": session_id, "limit": limit, "workspace_id": workspace}
         return self._connection.execute(sa.text(sql), values).all()
+
+
+_IN_WORKSPACE = (
+    " AND e.session_id IN (SELECT c.session_id FROM session_contexts c"
+    " WHERE c.workspace_id = :workspace_id)"
+)
+"""The workspace scope of a search: sessions of the workspace (`session_contexts`, whose
+workspace index answers it); index rows of unknown sessions never match."""
 
 
 # The builders below turn each term into a fixed-size piece of query text, so a query grows

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from pydantic import TypeAdapter
@@ -69,17 +70,29 @@ class ProjectionRepository:
 
     def transcript(self, session_id: str) -> list[TranscriptItem]:
         """The whole transcript, by position."""
-        rows = self._connection.execute(
-            sa.select(
-                TranscriptItemRow.position, TranscriptItemRow.stable_id, TranscriptItemRow.body
-            )
-            .where(TranscriptItemRow.session_id == session_id)
-            .order_by(TranscriptItemRow.position)
-        )
-        return [
-            TranscriptItem(stable_id=stable_id, position=position, body=_BODY.validate_json(body))
-            for position, stable_id, body in rows
-        ]
+        query = _ITEMS.where(TranscriptItemRow.session_id == session_id)
+        return _items(self._connection.execute(query.order_by(TranscriptItemRow.position)))
+
+    def transcript_before(
+        self, session_id: str, before_position: int | None, limit: int
+    ) -> list[TranscriptItem]:
+        """The newest `limit` items below `before_position` (`None`: of the whole transcript),
+        newest first: a backward walk of the (session_id, position) key."""
+        query = _ITEMS.where(TranscriptItemRow.session_id == session_id)
+        if before_position is not None:
+            query = query.where(TranscriptItemRow.position < before_position)
+        query = query.order_by(TranscriptItemRow.position.desc()).limit(limit)
+        return _items(self._connection.execute(query))
+
+
+_ITEMS = sa.select(TranscriptItemRow.position, TranscriptItemRow.stable_id, TranscriptItemRow.body)
+
+
+def _items(rows: Iterable[Any]) -> list[TranscriptItem]:
+    return [
+        TranscriptItem(stable_id=stable_id, position=position, body=_BODY.validate_json(body))
+        for position, stable_id, body in rows
+    ]
 
 
 _BODY: TypeAdapter[TranscriptBody] = TypeAdapter(TranscriptBody)
