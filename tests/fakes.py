@@ -28,9 +28,9 @@ from session_journal import (
     SessionState,
     StoreOptions,
 )
-from session_journal.api_events import EVENT_DATA, ApiEventData, StoredRow
+from session_journal.api_events import EVENT_DATA, ApiActivityState, ApiEventData, StoredRow
 from session_journal.journal.search import IndexRow, SearchHit, SearchTerm
-from session_journal.records import CheckpointOperation
+from session_journal.records import CheckpointOperation, SessionSummary
 from session_journal.relay.state import TranscriptItem
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
@@ -63,6 +63,8 @@ class FakeState:
 
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
     saved_at: dict[str, datetime] = field(default_factory=dict)  # the rows' `updated_at`
+    created: dict[str, tuple[int, datetime]] = field(default_factory=dict)  # order, `created_at`
+    sessions_made: int = 0  # the creation counter behind `created`
     events: list[StoredEvent] = field(default_factory=list)
     latest_seq: int = 0
     deletions: int = 0  # the database's trigger-kept counter of deleted events
@@ -99,6 +101,35 @@ class FakeSessions:
             and project_id in (None, record.project_id)
         ]
 
+    def page(
+        self,
+        *,
+        workspace_id: str | None,
+        state: SessionState | None,
+        before: tuple[str, str] | None,
+        limit: int,
+    ) -> builtins.list[tuple[SessionSummary, tuple[str, str]]]:
+        """Newest first by the fake's creation order (a counter: the databases' timestamps of
+        one second tie and fall back to the id, which a unit test need not mimic)."""
+        rows = []
+        for record in self._state.sessions.values():
+            if workspace_id not in (None, record.workspace_id) or state not in (None, record.state):
+                continue
+            created = self._state.created[record.id]
+            summary = SessionSummary(
+                session=record,
+                created_at=created[1],
+                updated_at=self._state.saved_at[record.id],
+                activity=None,
+                checkpoint_operation=self._state.operations.get(record.id),
+            )
+            activity = self._state.activity.get(record.id)
+            if activity is not None:
+                summary.activity = ApiActivityState.model_validate_json(activity)
+            rows.append((summary, (f"{created[0]:020d}", record.id)))
+        rows.sort(key=lambda row: row[1], reverse=True)
+        return [row for row in rows if before is None or row[1] < before][:limit]
+
     def ids_in_states(
         self,
         states: Collection[SessionState],
@@ -128,6 +159,8 @@ class FakeSessions:
             return False
         self._state.sessions[record.id] = record.model_copy(deep=True, update={"checkpoint": None})
         self._state.saved_at[record.id] = datetime.now(UTC)
+        self._state.sessions_made += 1
+        self._state.created[record.id] = (self._state.sessions_made, datetime.now(UTC))
         return True
 
     def upsert(self, record: SessionRecord) -> None:
@@ -154,6 +187,7 @@ class FakeSessions:
         state = self._state
         existed = state.sessions.pop(session_id, None) is not None
         state.saved_at.pop(session_id, None)
+        state.created.pop(session_id, None)
         # What the foreign keys cascade to, and the events queued in this transaction.
         kept = [event for event in state.events if event.session_id != session_id]
         state.deletions += len(state.events) - len(kept)

@@ -66,7 +66,14 @@ from .errors import (
     WriteInsideUnitOfWork,
     WriterClosed,
 )
-from .records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
+from .records import (
+    CheckpointMetadata,
+    CheckpointOperation,
+    SessionPage,
+    SessionRecord,
+    SessionState,
+    SessionSummary,
+)
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
     from .aio import AsyncFollower, AsyncStore
@@ -128,8 +135,10 @@ __all__ = [
     "SessionFault",
     "SessionJournalError",
     "SessionNotFound",
+    "SessionPage",
     "SessionRecord",
     "SessionState",
+    "SessionSummary",
     "StorageError",
     "Store",
     "StoreClosed",

@@ -124,6 +124,7 @@ class AsyncSessionService(_Service[SessionService]):
     get = _awaitable(SessionService.get)
     list = _awaitable(SessionService.list)
     list_ended = _awaitable(SessionService.list_ended)
+    page = _awaitable(SessionService.page)
     delete = _awaitable(SessionService.delete)
     remove_ended = _awaitable(SessionService.remove_ended)
 

@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ._validation import Id, Text
+from .api_events import ApiActivityState
 
 
 class SessionState(StrEnum):
@@ -70,3 +71,23 @@ class CheckpointOperation(BaseModel):
     session_id: str
     command_id: str
     related_command_ids: list[str] = Field(default_factory=list)
+
+
+class SessionSummary(BaseModel):
+    """One session as a list of sessions shows it (`sessions.page`): the record, when its row
+    was created and last saved (UTC), its latest activity snapshot and its open checkpoint
+    operation, read together."""
+
+    session: SessionRecord
+    created_at: datetime
+    updated_at: datetime
+    activity: ApiActivityState | None = None
+    checkpoint_operation: CheckpointOperation | None = None
+
+
+class SessionPage(BaseModel):
+    """A page of sessions, newest first by `created_at` (then by id, descending); the next
+    page is `before=next_before`, `None` when this one reaches the oldest."""
+
+    sessions: list[SessionSummary]
+    next_before: str | None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import builtins
 import functools
+import json
 import logging
 import os
 import shutil
@@ -15,7 +17,7 @@ from typing import Annotated
 from .._arguments import Given, Passed, sequence_of, validate_arguments
 from .._validation import Id
 from ..errors import InvalidRecord, LifecycleConflict
-from ..records import SessionRecord, SessionState
+from ..records import SessionPage, SessionRecord, SessionState
 from ..storage.protocols import Transactions, WriteContext
 from ._common import lock_session, record_fault_transition
 
@@ -26,6 +28,13 @@ is under way (`closing` and `destroying` are still ending). Only such sessions a
 
 MAX_REMOVED = 1000
 """The most sessions one `remove_ended` call takes (one transaction)."""
+
+MAX_SESSION_PAGE = 1000
+"""The most sessions one `page` holds."""
+
+MAX_CURSOR_CHARS = 1024
+"""The longest `before` a page takes (the cursors it gives are far shorter: an id is at most
+128 characters)."""
 
 _log = logging.getLogger("session_journal")
 
@@ -92,6 +101,35 @@ class SessionService:
         """Sessions in the workspace and project given (either optional), ordered by id."""
         with self._transactions.reading("list sessions", uow) as read:
             return read.sessions.list(workspace_id=workspace_id, project_id=project_id)
+
+    @validate_arguments()
+    def page(
+        self,
+        *,
+        workspace_id: Id | None = None,
+        state: SessionState | None = None,
+        before: str | None = None,
+        limit: int = 50,
+        uow: Passed[WriteContext | None] = None,
+    ) -> SessionPage:
+        """Sessions newest first by `created_at` (then by id, descending), in the workspace and
+        state given (either optional), each with its activity snapshot and open checkpoint
+        operation, read by one statement (no query per session); at most `limit` (clamped to
+        1..`MAX_SESSION_PAGE`). Continue with `before=page.next_before` (an opaque keyset
+        cursor; `None` on the last page): sessions created meanwhile never shift a later page.
+        A `before` that no page gave is `InvalidRecord`."""
+        size = max(1, min(limit, MAX_SESSION_PAGE))
+        keyset = None if before is None else _keyset(before)
+        with self._transactions.reading("list sessions by page", uow) as read:
+            rows = read.sessions.page(
+                workspace_id=workspace_id, state=state, before=keyset, limit=size + 1
+            )
+        shown = rows[:size]
+        more = len(rows) > size
+        return SessionPage(
+            sessions=[summary for summary, _ in shown],
+            next_before=_cursor(shown[-1][1]) if more else None,
+        )
 
     @validate_arguments()
     def list_ended(
@@ -198,6 +236,28 @@ def check_ended(states: Mapping[str, SessionState]) -> None:
             f"remove ended sessions: {len(running)} session(s) have not ended: {listed}; "
             "only closed or error sessions are removed; nothing was removed"
         )
+
+
+def _cursor(keyset: tuple[str, str]) -> str:
+    """The opaque cursor of a keyset: its JSON, base64url without padding."""
+    return base64.urlsafe_b64encode(json.dumps(list(keyset)).encode()).decode().rstrip("=")
+
+
+def _keyset(cursor: str) -> tuple[str, str]:
+    refused = InvalidRecord(f"before is not a cursor that sessions.page gave: {cursor[:80]!r}")
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise refused
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, UnicodeDecodeError):
+        raise refused from None
+    if (
+        not isinstance(decoded, list)
+        or len(decoded) != 2
+        or not all(isinstance(part, str) for part in decoded)
+    ):
+        raise refused
+    return decoded[0], decoded[1]
 
 
 def _sessions_dir(value: object) -> Path:

@@ -20,7 +20,13 @@ from typing import Protocol, TypeVar
 from ..api_events import ApiEventFilter, StoredRow
 from ..config import StoreOptions
 from ..journal.search import IndexRow, SearchHit, SearchTerm
-from ..records import CheckpointMetadata, CheckpointOperation, SessionRecord, SessionState
+from ..records import (
+    CheckpointMetadata,
+    CheckpointOperation,
+    SessionRecord,
+    SessionState,
+    SessionSummary,
+)
 from ..relay.state import TranscriptItem
 from .repositories import (
     StoredLifecycle,
@@ -44,6 +50,19 @@ class SessionReads(Protocol):
 
     def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
         """Sessions matching both optional filters, by id."""
+        ...
+
+    def page(
+        self,
+        *,
+        workspace_id: str | None,
+        state: SessionState | None,
+        before: tuple[str, str] | None,
+        limit: int,
+    ) -> builtins.list[tuple[SessionSummary, tuple[str, str]]]:
+        """Sessions matching both optional filters, newest first (`created_at`, then id), below
+        the keyset `before`, at most `limit`, with activity and open operation; each with its
+        keyset `(created key, id)`."""
         ...
 
     def ids_in_states(

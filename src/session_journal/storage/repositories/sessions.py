@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from ...records import CheckpointMetadata, SessionRecord, SessionState
+from ...api_events import ApiActivityState
+from ...errors import InvalidRecord
+from ...records import (
+    CheckpointMetadata,
+    CheckpointOperation,
+    SessionRecord,
+    SessionState,
+    SessionSummary,
+)
 from ..models import (
+    ActivityRow,
+    CheckpointOperationRow,
     SessionCheckpointRow,
     SessionContextRow,
     SessionRow,
@@ -68,6 +79,68 @@ class SessionRepository:
         if project_id is not None:
             query = query.where(SessionRow.project_id == project_id)
         return [_record(row) for row in self._connection.execute(query)]
+
+    def page(
+        self,
+        *,
+        workspace_id: str | None,
+        state: SessionState | None,
+        before: tuple[str, str] | None,
+        limit: int,
+    ) -> builtins.list[tuple[SessionSummary, tuple[str, str]]]:
+        """Sessions matching both optional filters, newest first by `created_at` then by id
+        (descending), below the keyset `before` (`(created key, id)` of the last row of the
+        previous page), at most `limit`, each with its activity snapshot and open checkpoint
+        operation, by one statement; each with its keyset. The created key is the stored text
+        on SQLite (compared as stored: CURRENT_TIMESTAMP's text) and the ISO timestamp on
+        PostgreSQL."""
+        sqlite = self._connection.dialect.name == "sqlite"
+        created_key: Any = sa.type_coerce(SessionRow.created_at, sa.Text) if sqlite else None
+        query = self._select.add_columns(
+            SessionRow.created_at.label("row_created_at"),
+            SessionRow.updated_at.label("row_updated_at"),
+            ActivityRow.body.label("activity_body"),
+            CheckpointOperationRow.command_id.label("operation_command_id"),
+            CheckpointOperationRow.related_command_ids.label("operation_related"),
+        )
+        if sqlite:
+            query = query.add_columns(created_key.label("created_key"))
+        query = query.outerjoin(
+            ActivityRow, ActivityRow.session_id == SessionRow.session_id
+        ).outerjoin(
+            CheckpointOperationRow, CheckpointOperationRow.session_id == SessionRow.session_id
+        )
+        if workspace_id is not None:
+            query = query.where(SessionContextRow.workspace_id == workspace_id)
+        if state is not None:
+            query = query.where(SessionRow.state == state.value)
+        column = created_key if sqlite else SessionRow.created_at
+        if before is not None:
+            key: Any = before[0] if sqlite else _timestamp(before[0])
+            query = query.where(
+                sa.tuple_(column, SessionRow.session_id) < sa.tuple_(key, before[1])
+            )
+        query = query.order_by(column.desc(), SessionRow.session_id.desc()).limit(limit)
+        found = []
+        for row in self._connection.execute(query):
+            summary = SessionSummary.model_construct(
+                session=_record(row),
+                created_at=_utc(row.row_created_at),
+                updated_at=_utc(row.row_updated_at),
+                activity=None
+                if row.activity_body is None
+                else ApiActivityState.model_validate_json(row.activity_body),
+                checkpoint_operation=None
+                if row.operation_command_id is None
+                else CheckpointOperation(
+                    session_id=row.session_id,
+                    command_id=row.operation_command_id,
+                    related_command_ids=json.loads(row.operation_related),
+                ),
+            )
+            keyset = row.created_key if sqlite else _utc(row.row_created_at).isoformat()
+            found.append((summary, (keyset, row.session_id)))
+        return found
 
     def ids_in_states(
         self,
@@ -210,6 +283,19 @@ def _lifecycle(record: SessionRecord) -> ColumnValues:
         SessionRow.last_error: record.last_error,
         SessionRow.last_checkpoint_error: record.last_checkpoint_error,
     }
+
+
+def _utc(value: datetime) -> datetime:
+    """A stored timestamp as an aware UTC datetime (SQLite keeps CURRENT_TIMESTAMP's naive UTC
+    text)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidRecord(f"before is not a cursor of sessions.page: {text!r}") from None
 
 
 def _record(row: Any) -> SessionRecord:
