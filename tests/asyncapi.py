@@ -13,6 +13,8 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from session_journal import ApiEventPage
@@ -126,6 +128,22 @@ class SyncOverAsync:
 
     def run_in_unit_of_work(self, fn: Callable[[Any], T]) -> T:
         return self._loop.run(self.async_store.run_in_unit_of_work(fn))
+
+    @contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        """`Store.snapshot()` through `AsyncStore.snapshot()` (`async with`), its services
+        awaited as the store's are."""
+        opened = self.async_store.snapshot()
+        snapshot = self._loop.run(opened.__aenter__())
+        names = ("sessions", "events", "activity", "checkpoints", "projection", "index")
+        services = {name: _Service(getattr(snapshot, name), self._loop) for name in names}
+        try:
+            yield SimpleNamespace(as_of_seq=snapshot.as_of_seq, **services)
+        except BaseException as error:
+            if not self._loop.run(opened.__aexit__(type(error), error, error.__traceback__)):
+                raise
+        else:
+            self._loop.run(opened.__aexit__(None, None, None))
 
     def close(self) -> None:
         self._loop.run(self.async_store.close())

@@ -55,9 +55,11 @@ from .errors import (
     NotOperationOwner,
     PermanentStorageError,
     PruneRefused,
+    ReadOnlySnapshot,
     SchemaOutOfDate,
     SessionJournalError,
     SessionNotFound,
+    SnapshotEnded,
     StorageError,
     StoreClosed,
     TransientStorageError,
@@ -80,11 +82,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` impor
     from .migrations import SCHEMA_LEVEL
     from .services.following import Follower
     from .storage.unit_of_work import UnitOfWork
-    from .store import Store
+    from .store import Snapshot, Store
 
 # The names backed by the database layer: `__getattr__` imports them on first use.
 _DATABASE_NAMES = frozenset(
-    {"SCHEMA_LEVEL", "AsyncFollower", "AsyncStore", "Follower", "Store", "UnitOfWork"}
+    {"SCHEMA_LEVEL", "AsyncFollower", "AsyncStore", "Follower", "Snapshot", "Store", "UnitOfWork"}
 )
 
 __all__ = [
@@ -131,6 +133,7 @@ __all__ = [
     "OutcomeReason",
     "PermanentStorageError",
     "PruneRefused",
+    "ReadOnlySnapshot",
     "SchemaOutOfDate",
     "SessionFault",
     "SessionJournalError",
@@ -139,6 +142,8 @@ __all__ = [
     "SessionRecord",
     "SessionState",
     "SessionSummary",
+    "Snapshot",
+    "SnapshotEnded",
     "StorageError",
     "Store",
     "StoreClosed",
@@ -170,6 +175,7 @@ def __getattr__(name: str) -> Any:
         AsyncFollower=aio.AsyncFollower,
         AsyncStore=aio.AsyncStore,
         Follower=following.Follower,
+        Snapshot=store.Snapshot,
         Store=store.Store,
         UnitOfWork=unit_of_work.UnitOfWork,
     )

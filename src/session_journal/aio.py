@@ -27,7 +27,8 @@ worker and is dropped).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
@@ -52,7 +53,7 @@ from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
 from .storage.unit_of_work import UnitOfWork
-from .store import Store
+from .store import Snapshot, Store
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -72,6 +73,7 @@ __all__ = [
     "AsyncProjectIndex",
     "AsyncProjectionService",
     "AsyncSessionService",
+    "AsyncSnapshot",
     "AsyncStore",
 ]
 
@@ -244,7 +246,41 @@ class AsyncEventService(_Service[EventService]):
         return AsyncFollower(self._service, self._workers, filter, after_seq, page_size(limit))
 
 
-class AsyncStore:
+class _AsyncReads:
+    """The awaitable twins of the services that read (see `store._Reads`)."""
+
+    def __init__(self, reads: Store | Snapshot, workers: _Workers) -> None:
+        self.sessions = AsyncSessionService(reads.sessions, workers)
+        self.events = AsyncEventService(reads.events, workers)
+        self.activity = AsyncActivityService(reads.activity, workers)
+        self.checkpoints = AsyncCheckpointService(reads.checkpoints, workers)
+        self.projection = AsyncProjectionService(reads.projection, workers)
+        self.index = AsyncProjectIndex(reads.index, workers)
+
+
+class AsyncSnapshot(_AsyncReads):
+    """`Snapshot`, awaitable: the reads of one moment of the database (`AsyncStore.snapshot()`),
+    its services' methods awaitable, on the store's workers, one call at a time."""
+
+    def __init__(self, snapshot: Snapshot, workers: _Workers) -> None:
+        super().__init__(snapshot, workers)
+        self.as_of_seq = snapshot.as_of_seq
+        """The frontier of the snapshot: every event up to it is in it, none after."""
+
+    def __repr__(self) -> str:
+        return f"AsyncSnapshot(as_of_seq={self.as_of_seq})"
+
+
+async def _leave(
+    opened: AbstractContextManager[Snapshot], error: BaseException | None
+) -> bool | None:
+    """Leave a sync snapshot's block on a thread, to the end even if the awaiting task is
+    cancelled meanwhile (its connection goes back to the pool)."""
+    exit_args = (None, None, None) if error is None else (type(error), error, error.__traceback__)
+    return await asyncio.shield(asyncio.to_thread(opened.__exit__, *exit_args))
+
+
+class AsyncStore(_AsyncReads):
     """The store for asyncio code: `await AsyncStore.open(url)`, or `AsyncStore.from_store`
     for an async view of a sync `Store` (one write path for both). The services of `Store`
     under the same names, every method awaitable, with the same arguments, results, checks and
@@ -255,13 +291,8 @@ class AsyncStore:
         self._store = store
         self._owns = owns
         self._workers = workers = _Workers(threads)
-        self.sessions = AsyncSessionService(store.sessions, workers)
-        self.events = AsyncEventService(store.events, workers)
-        self.activity = AsyncActivityService(store.activity, workers)
+        super().__init__(store, workers)
         self.faults = AsyncFaultService(store.faults, workers)
-        self.checkpoints = AsyncCheckpointService(store.checkpoints, workers)
-        self.projection = AsyncProjectionService(store.projection, workers)
-        self.index = AsyncProjectIndex(store.index, workers)
 
     @classmethod
     async def open(
@@ -296,6 +327,34 @@ class AsyncStore:
     def url(self) -> str:
         """The database URL."""
         return self._store.url
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[AsyncSnapshot]:
+        """`Store.snapshot()`, as `async with`: an `AsyncSnapshot` whose reads all see one
+        moment of the database (`as_of_seq`), on one reader connection held until the block
+        ends. Taking it runs on a worker; a task cancelled meanwhile still gives the connection
+        back."""
+        opened = self._store.snapshot()
+        entering = asyncio.ensure_future(self._workers.run(opened.__enter__))
+        try:
+            snapshot = await asyncio.shield(entering)
+        except asyncio.CancelledError:
+            # Taken on its thread after all: leave it there once it is.
+            entering.add_done_callback(
+                lambda done: (
+                    None
+                    if done.cancelled() or done.exception() is not None
+                    else asyncio.ensure_future(_leave(opened, None))
+                )
+            )
+            raise
+        try:
+            yield AsyncSnapshot(snapshot, self._workers)
+        except BaseException as error:
+            if not await _leave(opened, error):
+                raise
+        else:
+            await _leave(opened, None)
 
     async def run_in_unit_of_work(self, fn: Callable[[UnitOfWork], T]) -> T:
         """`Store.run_in_unit_of_work`, awaited: `fn` (a plain function of the unit of work)

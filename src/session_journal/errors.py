@@ -182,6 +182,15 @@ class PruneRefused(UsageError):
     not given: nothing was deleted."""
 
 
+class ReadOnlySnapshot(UsageError):
+    """A write, a wait or a follow on the services of a snapshot (`store.snapshot()`), which
+    only read what one moment held: make the call on the store itself."""
+
+
+class SnapshotEnded(UsageError):
+    """A call on a snapshot after its `with` block ended: take a new `store.snapshot()`."""
+
+
 class DemoRefused(UsageError):
     """`session-journal demo` was pointed at a database holding sessions the demo did not
     create: run it on another database, or pass `--into-existing`. No demo session was

@@ -22,25 +22,33 @@ from .services.projection import ProjectionService
 from .services.sessions import SessionService
 from .storage.database import Database
 from .storage.engines import check_url, require_database
+from .storage.protocols import Transactions
 from .storage.unit_of_work import UnitOfWork
 
 T = TypeVar("T")
 
 
-class Store:
+class _Reads:
+    """The services that read (a `Snapshot` has these; a `Store` has them and `faults`)."""
+
+    def __init__(self, transactions: Transactions) -> None:
+        self.sessions = SessionService(transactions)
+        self.events = EventService(transactions)
+        self.activity = ActivityService(transactions)
+        self.checkpoints = CheckpointService(transactions)
+        self.projection = ProjectionService(transactions)
+        self.index = ProjectIndex(transactions)
+
+
+class Store(_Reads):
     """The durable memory of a session controller. Open with `Store.open(url)`."""
 
     def __init__(self, url: str, database: Database, schema: SchemaStatus) -> None:
+        super().__init__(database)
         self.url = url
         self.schema = schema
         self._database = database
-        self.sessions = SessionService(database)
-        self.events = EventService(database)
-        self.activity = ActivityService(database)
         self.faults = FaultService(database)
-        self.checkpoints = CheckpointService(database)
-        self.projection = ProjectionService(database)
-        self.index = ProjectIndex(database)
 
     @classmethod
     def open(
@@ -90,6 +98,18 @@ class Store:
         return f"Store({sa.make_url(self.url).render_as_string(hide_password=True)!r})"
 
     @contextmanager
+    def snapshot(self) -> Iterator[Snapshot]:
+        """A block of reads that all see one moment of the database: `snapshot.as_of_seq` is
+        the frontier of that moment, and the snapshot's services (`sessions`, `events`,
+        `activity`, `checkpoints`, `projection`, `index`) read what it held, whatever commits
+        meanwhile, on one reader connection (held until the block ends; keep it short). Their
+        writes, waits and follows raise `ReadOnlySnapshot`; any call after the block,
+        `SnapshotEnded`. A server answers a list and its details from one snapshot, with
+        `as_of_seq` for the client to follow the log from."""
+        with self._database.snapshot() as (transactions, as_of_seq):
+            yield Snapshot(transactions, as_of_seq)
+
+    @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         """A write transaction of its own on the store's write path, for work the services do
         not cover, or several service calls made atomic together (`uow=uow`). Call
@@ -117,3 +137,16 @@ class Store:
         of `fn` undoes its work and is raised here. `fn` runs on whichever thread leads the
         batch: keep it short and free of waits."""
         return self._database.submit(fn, getattr(fn, "__name__", "unit of work"))
+
+
+class Snapshot(_Reads):
+    """The reads of one moment of the database (`Store.snapshot()`): the store's services, read
+    only, every call in the snapshot's one transaction; `as_of_seq`, the frontier it saw."""
+
+    def __init__(self, transactions: Transactions, as_of_seq: int) -> None:
+        super().__init__(transactions)
+        self.as_of_seq = as_of_seq
+        """The frontier of the snapshot: every event up to it is in it, none after."""
+
+    def __repr__(self) -> str:
+        return f"Snapshot(as_of_seq={self.as_of_seq})"

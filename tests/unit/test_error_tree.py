@@ -29,6 +29,8 @@ USAGE = {
     "WriterClosed",
     "PruneRefused",
     "DemoRefused",
+    "ReadOnlySnapshot",
+    "SnapshotEnded",
 }
 
 

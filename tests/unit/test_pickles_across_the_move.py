@@ -86,7 +86,11 @@ def comparable(value: Any) -> Any:
 
 def test_objects_pickled_before_the_move_unpickle_equal() -> None:
     before = pickle.loads(PICKLED.read_bytes())
-    assert comparable(before) == comparable(objects())
+    now = objects()
+    # Errors added since the file was made have nothing pickled to compare with.
+    assert set(before["errors"]) <= set(now["errors"])
+    now["errors"] = {name: now["errors"][name] for name in before["errors"]}
+    assert comparable(before) == comparable(now)
 
 
 def test_the_public_classes_kept_their_module() -> None:

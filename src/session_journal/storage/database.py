@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -15,6 +15,7 @@ from ..config import StoreOptions
 from ..errors import InvalidRecord, StoreClosed
 from . import bound, driver
 from .engines import create_engine, translate_errors
+from .snapshot import SnapshotTransactions
 from .unit_of_work import LogRead, ReadUnitOfWork, UnitOfWork
 from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
 from .write_path import WritePath
@@ -156,6 +157,25 @@ class Database:
             connection.begin(),
         ):
             yield ReadUnitOfWork(connection, self.options)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[tuple[SnapshotTransactions, int]]:
+        """One read transaction for a block of reads (`store.snapshot()`): its `Transactions`
+        and `as_of_seq`, the frontier its first read saw, which starts the snapshot (SQLite's
+        deferred `BEGIN`; PostgreSQL's REPEATABLE READ). Only the opening and the first read
+        are translated into `StorageError`s here: the block's own code is the caller's."""
+        action = "take a snapshot"
+        with ExitStack() as stack:
+            with translate_errors(action):
+                connection = stack.enter_context(self._reader_connection(action))
+                stack.enter_context(connection.begin())
+                read = ReadUnitOfWork(connection, self.options)
+                as_of_seq = read.events.latest_seq()
+            transactions = SnapshotTransactions(read, self.options)
+            try:
+                yield transactions, as_of_seq
+            finally:
+                transactions.end()
 
     @contextmanager
     def reading_one_statement(
