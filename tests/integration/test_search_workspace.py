@@ -67,3 +67,25 @@ def test_a_bad_workspace_is_refused(store: Store) -> None:
     for workspace_id in ["", "../w", 5]:
         with pytest.raises(InvalidRecord, match="workspace_id"):
             store.index.search("deploy", workspace_id=workspace_id)  # type: ignore[arg-type]
+
+
+def reused(services: Any) -> list[tuple[str, str]]:
+    """A session of one workspace deleted, its id used again in another: the new session
+    inherits none of the old one's index rows."""
+    services.sessions.save(SessionRecord(id="s", project_id="p", workspace_id="tenant-a"))
+    services.index.insert([row("s", 1, "tenant a secret password")])
+    assert services.sessions.delete("s")
+    services.sessions.save(SessionRecord(id="s", project_id="p", workspace_id="tenant-b"))
+    found = [(hit.session_id, hit.snippet) for hit in services.index.search("secret")]
+    found += [
+        (h.session_id, h.snippet) for h in services.index.search("secret", workspace_id="tenant-b")
+    ]
+    return found
+
+
+def test_deleting_a_session_deletes_its_index_rows(store: Store) -> None:
+    assert reused(store) == []
+
+
+def test_the_fakes_delete_them_too() -> None:
+    assert reused(FakeServices()) == []

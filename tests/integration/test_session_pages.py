@@ -6,6 +6,8 @@ On both backends and through both APIs; the fakes order the same way."""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
@@ -153,12 +155,20 @@ def test_the_fakes_page_the_same_sessions() -> None:
     assert every_page(fake, 3, state=SessionState.CHECKPOINTING)[0].checkpoint_operation
 
 
+def cursor(*parts: str) -> str:
+    """A cursor of the page's form (base64url JSON, no padding) holding `parts`."""
+    return base64.urlsafe_b64encode(json.dumps(list(parts)).encode()).decode().rstrip("=")
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
         ({"before": "not a cursor"}, "before is not a cursor that sessions.page gave"),
         ({"before": "W1s="}, "before is not a cursor"),  # [[ (valid base64, not a keyset)
         ({"before": "x" * 5000}, "before is not a cursor"),
+        ({"before": cursor("2026-12-03 10:00:00", "\ud800")}, "before is not a cursor"),
+        ({"before": cursor("2026-12-03 10:00:00", "s\x00")}, "before is not a cursor"),
+        ({"before": cursor("", "s-01")}, "before is not a cursor"),
         ({"before": 5}, "before must be a string"),
         ({"state": "running"}, "state"),
         ({"workspace_id": "../w"}, "workspace_id"),
@@ -168,3 +178,32 @@ def test_the_fakes_page_the_same_sessions() -> None:
 def test_bad_arguments_are_refused(store: Store, arguments: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidRecord, match=message):
         store.sessions.page(**arguments)
+
+
+def test_a_cursor_holds_the_databases_own_form_of_the_time(store: Store) -> None:
+    """PostgreSQL: an ISO timestamp with its offset (a naive one would be read in the server's
+    time zone: refused). SQLite: the stored text, compared as text."""
+    fill(store)
+    naive = cursor("2026-12-03 15:22:01", "s-01")
+    if store.url.startswith("postgresql"):
+        with pytest.raises(InvalidRecord, match="before is not a cursor"):
+            store.sessions.page(before=naive)
+    else:
+        assert store.sessions.page(before=cursor("0000-00-00 00:00:00", "s")).sessions == []
+        assert len(store.sessions.page(before=cursor("9999-12-31 23:59:59", "s")).sessions) == 12
+
+
+def test_an_activity_this_code_cannot_decode_is_none_in_a_page(store: Store) -> None:
+    fill(store)
+    engine = sa.create_engine(store.url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text("UPDATE api_session_activity SET body = :body WHERE session_id = 's-03'"),
+                {"body": '{"state":"idle"}'},
+            )
+    finally:
+        engine.dispose()
+    rows = {summary.session.id: summary for summary in every_page(store, 50)}
+    assert rows["s-03"].activity is None
+    assert store.activity.get("s-03") is None

@@ -6,6 +6,7 @@ backends and through both APIs (`AsyncStore.snapshot()`, `async with`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from session_journal import (
     SessionRecord,
     SnapshotEnded,
     Store,
+    StoreClosed,
     StoreOptions,
 )
 from tests.backends import database_url
@@ -102,3 +104,35 @@ def test_a_snapshot_of_a_small_pool_waits_for_nothing_else(backend: str, tmp_pat
             # The store's own reads take another connection (the pool's overflow).
             assert store.sessions.get("s") is not None
             assert snapshot.sessions.get("s") is not None
+
+
+def test_a_closed_store_closes_its_snapshots(busy: Store) -> None:
+    with busy.snapshot() as snapshot:
+        busy.close()
+        with pytest.raises(StoreClosed):
+            snapshot.sessions.page()
+
+
+@pytest.mark.sync_api
+def test_a_child_after_fork_leaves_the_parents_snapshot_alone(busy: Store) -> None:
+    status = 1
+    with busy.snapshot() as snapshot:
+        child = os.fork()
+        if child == 0:  # the child: refused, then it leaves the block, which must end nothing
+            try:
+                snapshot.sessions.get("before")
+                status = 3
+            except SnapshotEnded:
+                status = 0
+            except BaseException:
+                status = 4
+        else:
+            _, waited = os.waitpid(child, 0)  # the child has left the block
+            assert os.waitstatus_to_exitcode(waited) == 0
+            busy.sessions.save(session("forked"))
+            busy.faults.record_startup_fault("forked", "after the fork")
+            assert snapshot.sessions.get("forked") is None  # still the parent's one moment
+            assert snapshot.events.latest_seq() == snapshot.as_of_seq == 2
+    if child == 0:
+        os._exit(status)
+    assert busy.sessions.get("forked") is not None

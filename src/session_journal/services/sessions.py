@@ -117,7 +117,10 @@ class SessionService:
         operation, read by one statement (no query per session); at most `limit` (clamped to
         1..`MAX_SESSION_PAGE`). Continue with `before=page.next_before` (an opaque keyset
         cursor; `None` on the last page): sessions created meanwhile never shift a later page.
-        A `before` that no page gave is `InvalidRecord`."""
+        `created_at` has the database's resolution (a second on SQLite; the saving
+        transaction's start on PostgreSQL): sessions that tie on it come by id. A `before` that
+        is not in the form of a page's cursor is `InvalidRecord`; a cursor names a position,
+        the sessions below it are listed."""
         size = max(1, min(limit, MAX_SESSION_PAGE))
         keyset = None if before is None else _keyset(before)
         with self._transactions.reading("list sessions by page", uow) as read:
@@ -160,11 +163,14 @@ class SessionService:
 
     @validate_arguments()
     def delete(self, session_id: Id, *, uow: Passed[WriteContext | None] = None) -> bool:
-        """Delete the session with its context, checkpoint, events and activity; whether it
-        existed. The event frontier (`latest_seq`) does not move."""
+        """Delete the session with its context, checkpoint, events, activity and project-index
+        rows (an id used again later, maybe in another workspace, inherits none of them);
+        whether it existed. The event frontier (`latest_seq`) does not move."""
 
         def work(uow: WriteContext) -> bool:
             existed = uow.sessions.delete(session_id)
+            if existed:
+                uow.project_events.delete_session(session_id)
             uow.commit()
             return existed
 
@@ -254,10 +260,16 @@ def _keyset(cursor: str) -> tuple[str, str]:
     if (
         not isinstance(decoded, list)
         or len(decoded) != 2
-        or not all(isinstance(part, str) for part in decoded)
+        or not all(isinstance(part, str) and part for part in decoded)
+        or not all(_storable(part) for part in decoded)
     ):
         raise refused
     return decoded[0], decoded[1]
+
+
+def _storable(text: str) -> bool:
+    """Text both databases can compare: no NUL, no lone surrogate."""
+    return "\x00" not in text and not any("\ud800" <= char <= "\udfff" for char in text)
 
 
 def _sessions_dir(value: object) -> Path:

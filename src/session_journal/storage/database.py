@@ -171,11 +171,17 @@ class Database:
                 stack.enter_context(connection.begin())
                 read = ReadUnitOfWork(connection, self.options)
                 as_of_seq = read.events.latest_seq()
-            transactions = SnapshotTransactions(read, self.options)
+            transactions = SnapshotTransactions(read, self.options, self._check_open)
             try:
                 yield transactions, as_of_seq
             finally:
                 transactions.end()
+                if os.getpid() != transactions.pid:
+                    # A child after fork leaving the block: the connection and its transaction
+                    # are the parent's; ending them here (or letting them be collected, which
+                    # returns the connection to the pool, rolling back) would end the parent's
+                    # snapshot. Kept, never closed, as the inherited wake-up sources are.
+                    _INHERITED.append(stack.pop_all())
 
     @contextmanager
     def reading_one_statement(

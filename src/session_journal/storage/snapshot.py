@@ -3,6 +3,7 @@ every read of the services built on it shares; writes and waits are refused."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -25,11 +26,17 @@ class SnapshotTransactions:
     from several threads take turns). Once the snapshot's block is over every call raises
     `SnapshotEnded`."""
 
-    def __init__(self, read: ReadUnitOfWork, options: StoreOptions) -> None:
+    def __init__(
+        self, read: ReadUnitOfWork, options: StoreOptions, check_open: Callable[[str], None]
+    ) -> None:
+        """`check_open(action)`: the store's check (`StoreClosed` once it is closed)."""
         self.options = options
         self._read = read
+        self._check_open = check_open
         self._lock = threading.Lock()
         self._ended = False
+        self.pid = os.getpid()
+        """The process that took the snapshot: its connection is that process's."""
 
     def submit(
         self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
@@ -79,3 +86,9 @@ class SnapshotTransactions:
                 f"{action}: this snapshot has ended (its block is over); take a new one with "
                 "store.snapshot()"
             )
+        if os.getpid() != self.pid:  # a child after fork: the connection is the parent's
+            raise SnapshotEnded(
+                f"{action}: this snapshot was taken by the parent process; take one in this "
+                "process with store.snapshot()"
+            )
+        self._check_open(action)

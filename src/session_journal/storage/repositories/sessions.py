@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from ...api_events import ApiActivityState
 from ...errors import InvalidRecord
@@ -127,9 +128,7 @@ class SessionRepository:
                 session=_record(row),
                 created_at=_utc(row.row_created_at),
                 updated_at=_utc(row.row_updated_at),
-                activity=None
-                if row.activity_body is None
-                else ApiActivityState.model_validate_json(row.activity_body),
+                activity=_activity(row.activity_body),
                 checkpoint_operation=None
                 if row.operation_command_id is None
                 else CheckpointOperation(
@@ -292,10 +291,25 @@ def _utc(value: datetime) -> datetime:
 
 
 def _timestamp(text: str) -> datetime:
+    """The created key of a PostgreSQL cursor: an ISO timestamp with its offset (as the page
+    wrote it; a naive one would be read in the server's time zone)."""
     try:
-        return datetime.fromisoformat(text)
+        value = datetime.fromisoformat(text)
     except ValueError:
-        raise InvalidRecord(f"before is not a cursor of sessions.page: {text!r}") from None
+        value = None
+    if value is None or value.tzinfo is None:
+        raise InvalidRecord(f"before is not a cursor that sessions.page gave: {text[:80]!r}")
+    return value
+
+
+def _activity(body: str | None) -> ApiActivityState | None:
+    """A stored snapshot, `None` for none or one this code cannot decode (as `activity.get`)."""
+    if body is None:
+        return None
+    try:
+        return ApiActivityState.model_validate_json(body)
+    except ValidationError:
+        return None
 
 
 def _record(row: Any) -> SessionRecord:
