@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
@@ -33,6 +34,22 @@ def check_text(value: str) -> str:
         raise ValueError("contains a NUL character")
     check_unicode(value)
     return value
+
+
+def path_argument(value: object, name: str, what: str, consequence: str) -> str:
+    """The text of a path argument: a non-empty `str`, or an `os.PathLike` whose path is one
+    (a bytes path is not: the files' names are text); otherwise `InvalidRecord` naming `name`,
+    `what` it must be and the `consequence` ("nothing was removed")."""
+    try:
+        path = os.fspath(value)  # type: ignore[call-overload]
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or not path:
+        given = "an empty path" if path == "" else type(value).__name__
+        raise InvalidRecord(
+            f"{name} must be {what} (a str or an os.PathLike of str), got {given}; {consequence}"
+        )
+    return path
 
 
 def check_unicode(value: str) -> str:

@@ -280,6 +280,21 @@ async def _leave(
     return await asyncio.shield(asyncio.to_thread(opened.__exit__, *exit_args))
 
 
+def _leave_once_taken(
+    opened: AbstractContextManager[Snapshot],
+) -> Callable[[asyncio.Future[Snapshot]], None]:
+    """For a snapshot whose task was cancelled while it was being taken: once taken on its
+    thread after all, leave it on the executor (which keeps the work until done, unlike a
+    task nobody holds), giving its connection back."""
+    loop = asyncio.get_running_loop()
+
+    def leave(entering: asyncio.Future[Snapshot]) -> None:
+        if not entering.cancelled() and entering.exception() is None:
+            loop.run_in_executor(None, opened.__exit__, None, None, None)
+
+    return leave
+
+
 class AsyncStore(_AsyncReads):
     """The store for asyncio code: `await AsyncStore.open(url)`, or `AsyncStore.from_store`
     for an async view of a sync `Store` (one write path for both). The services of `Store`
@@ -339,14 +354,7 @@ class AsyncStore(_AsyncReads):
         try:
             snapshot = await asyncio.shield(entering)
         except asyncio.CancelledError:
-            # Taken on its thread after all: leave it there once it is.
-            entering.add_done_callback(
-                lambda done: (
-                    None
-                    if done.cancelled() or done.exception() is not None
-                    else asyncio.ensure_future(_leave(opened, None))
-                )
-            )
+            entering.add_done_callback(_leave_once_taken(opened))
             raise
         try:
             yield AsyncSnapshot(snapshot, self._workers)

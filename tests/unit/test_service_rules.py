@@ -545,3 +545,11 @@ def test_a_rebuild_replaces_the_sessions_rows_with_its_files(
     assert hits(services, "hello") == [("s1", 1)]
     with pytest.raises(InvalidRecord, match="cannot read the events of 's3'"):
         services.index.rebuild(tmp_path / "s3", "s3")
+
+
+def test_a_sessions_dir_that_is_not_a_path_of_text_is_refused(services: FakeServices) -> None:
+    services.sessions.save(session("s-ended", state=SessionState.CLOSED))
+    for path, given in [(5, "int"), ("", "an empty path"), (BytesPath(), "BytesPath")]:
+        with pytest.raises(InvalidRecord, match=f"sessions_dir must be a path.*got {given}"):
+            services.sessions.remove_ended(["s-ended"], sessions_dir=path)  # type: ignore[arg-type]
+    assert services.sessions.get("s-ended") is not None

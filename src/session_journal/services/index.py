@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BeforeValidator
 
 from .._arguments import Passed, listed, validate_arguments
-from .._validation import Id
+from .._validation import Id, path_argument
 from ..errors import InvalidRecord
 from ..journal.search import (
     MAX_SEARCH_LIMIT,
@@ -60,7 +60,7 @@ class ProjectIndex:
         """Insert rows (any iterable of `IndexRow`s, as `session_rows` or a `JournalWriter`
         builds them, read once); a row whose (session_id, seq) is already indexed is left as it
         is. Anything else (`None`, a tuple for a row) is `InvalidRecord`, before anything runs."""
-        batch = list(rows)  # already a list (`listed`): typed as one
+        batch = cast(list[IndexRow], rows)  # `listed` read it into a list
         if not batch:
             return None
 
@@ -104,18 +104,11 @@ class ProjectIndex:
         """Re-index a session from its `events.jsonl` (lines that do not decode are skipped):
         its index rows are replaced by the file's, in one transaction; returns the rows
         indexed. `InvalidRecord` when `session_dir` is not a path or the file cannot be read."""
+        path = path_argument(
+            session_dir, "session_dir", "the path of a session directory", "nothing was indexed"
+        )
         try:
-            path = os.fspath(session_dir)
-        except TypeError:
-            path = None
-        if not isinstance(path, str) or not path:
-            given = "an empty path" if path == "" else type(session_dir).__name__
-            raise InvalidRecord(
-                f"session_dir must be the path of a session directory (a str or an os.PathLike "
-                f"of str), got {given}; nothing was indexed"
-            )
-        try:
-            rows = session_rows(session_dir, session_id)
+            rows = session_rows(path, session_id)
         except OSError as error:
             raise InvalidRecord(f"cannot read the events of {session_id!r}: {error}") from None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 from .._arguments import Given, Passed, sequence_of, validate_arguments
-from .._validation import Id
+from .._validation import Id, check_text, path_argument
 from ..errors import InvalidRecord, LifecycleConflict
 from ..records import SessionPage, SessionRecord, SessionState
 from ..storage.protocols import Transactions, WriteContext
@@ -261,24 +261,18 @@ def _keyset(cursor: str) -> tuple[str, str]:
         not isinstance(decoded, list)
         or len(decoded) != 2
         or not all(isinstance(part, str) and part for part in decoded)
-        or not all(_storable(part) for part in decoded)
     ):
         raise refused
-    return decoded[0], decoded[1]
-
-
-def _storable(text: str) -> bool:
-    """Text both databases can compare: no NUL, no lone surrogate."""
-    return "\x00" not in text and not any("\ud800" <= char <= "\udfff" for char in text)
+    try:  # text both databases can compare: no NUL, no lone surrogate
+        return check_text(decoded[0]), check_text(decoded[1])
+    except ValueError:
+        raise refused from None
 
 
 def _sessions_dir(value: object) -> Path:
-    if not isinstance(value, str | os.PathLike) or not str(value):
-        raise InvalidRecord(
-            f"sessions_dir must be a path of a directory, got {type(value).__name__}; "
-            "nothing was removed"
-        )
-    directory = Path(value)
+    directory = Path(
+        path_argument(value, "sessions_dir", "a path of a directory", "nothing was removed")
+    )
     if not directory.is_dir():
         raise InvalidRecord(
             f"sessions_dir {str(directory)!r} is not a directory; nothing was removed"

@@ -342,17 +342,17 @@ class EventRepository:
         the events after `after_seq` matching the filter, ascending, at most `limit`, read by
         one statement (so from one snapshot, also outside a transaction); undecoded: pages
         decode them (`decode_events`) or write them as JSON (`event_texts`)."""
-        return self._page(event_filter, {"after_seq": after_seq, "limit": limit})
+        return self._page(event_filter, {"after_seq": after_seq, "limit": limit}, before=False)
 
     def page_rows_before(
         self, event_filter: ApiEventFilter, before_seq: int, limit: int
     ) -> tuple[int, int, list[StoredRow]]:
         """`page_rows` of the matching events below `before_seq`: the newest `limit` of them
         (the rows ascending, as `page_rows` gives them), by one statement."""
-        return self._page(event_filter, {"before_seq": before_seq, "limit": limit})
+        return self._page(event_filter, {"before_seq": before_seq, "limit": limit}, before=True)
 
     def _page(
-        self, event_filter: ApiEventFilter, params: dict[str, Any]
+        self, event_filter: ApiEventFilter, params: dict[str, Any], *, before: bool
     ) -> tuple[int, int, list[StoredRow]]:
         types = checked_types(event_filter.types)
         query = page_query(
@@ -360,7 +360,7 @@ class EventRepository:
             by_session=event_filter.session_id is not None,
             by_workspace=event_filter.workspace_id is not None,
             types=len(types),
-            before="before_seq" in params,
+            before=before,
         )
         if event_filter.session_id is not None:
             params["session_id"] = event_filter.session_id
