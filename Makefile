@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web]'
 	touch $(STAMP)
 
 .PHONY: help install run test test-fast reliability lint bench docs docs-pages clean
@@ -46,7 +46,7 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/mypy --strict src tests/fakes.py tests/unit/test_service_*.py
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, on SQLite and PostgreSQL
@@ -62,7 +62,7 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/retention.py $(BENCH_ARGS)
 
 $(DOCS_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web,docs]'
 	touch $(DOCS_STAMP)
 
 # The site: docs/ and mkdocs.yml; --strict fails on a broken link or reference. `.ci/run` runs it.

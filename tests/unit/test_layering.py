@@ -17,6 +17,7 @@
 
 A module imports modules of its own layer or of a lower one. Exemptions: the journal's facade
 re-exports of `ProjectIndex` (`journal` and `journal.index`, where the public API names it),
+and the CLI's `serve` sub-command, which imports `web._serve` (the web layer's command), all of
 which run on first use or for type checkers only, never when the module is imported; and the old
 module paths of `session_journal._moved`, which only users import: no module of the package
 imports one.
@@ -69,7 +70,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
 }
 ORDER = list(LAYERS)
 WEB_MAY_IMPORT = {PACKAGE, f"{PACKAGE}.aio"}
-FACADES = FACADE_EXPORTS | {(f"{PACKAGE}.journal.index", f"{PACKAGE}.services.index")}
+FACADES = FACADE_EXPORTS | {
+    (f"{PACKAGE}.journal.index", f"{PACKAGE}.services.index"),
+    (f"{PACKAGE}.cli", f"{PACKAGE}.web._serve"),  # `serve`, on first use
+}
 
 
 def layer_of(module: str) -> str:

@@ -4,7 +4,7 @@ Exit codes: 0 ok, 1 failure (one line on stderr, no traceback), 2 usage.
 
 `main` parses the arguments (`_parser`) and hands each sub-command to its module: `_db` (`db`),
 `_events` (`events`, `demo`), `_journal` (`journal`, `search`), `_sessions` (`sessions`); what
-they share is in `_common`.
+they share is in `_common`. `serve` is the web layer's (`session_journal.web._serve`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return search_command(url, args)
         if args.command == "sessions":
             return remove_ended_command(url, args)
+        if args.command == "serve":
+            # The web layer sits above the CLI: imported on first use, only by this command.
+            from ..web._serve import serve_command
+
+            return serve_command(url, args)
         return demo_command(url, into_existing=args.into_existing)
     except SessionJournalError as error:
         print(f"session-journal: {error}", file=sys.stderr)

@@ -186,6 +186,44 @@ def build_parser() -> argparse.ArgumentParser:
         default=20,
         help=f"at most N hits, 1 to {MAX_SEARCH_LIMIT} (default 20)",
     )
+
+    serve = commands.add_parser(
+        "serve", help="serve the feed over HTTP (the `web` extra; docs: Serving the feed)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument(
+        "--port",
+        type=_bounded_int(65535, minimum=0),
+        default=8765,
+        help="port to bind (default 8765; 0: any free port, printed at start)",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        default=[],
+        metavar="H",
+        help="a name the Host header may carry besides the bind host, localhost, 127.0.0.1 and "
+        "[::1] (repeatable; the name a proxy forwards)",
+    )
+    serve.add_argument(
+        "--cors-origin",
+        action="append",
+        dest="cors_origins",
+        default=[],
+        metavar="ORIGIN",
+        help="an origin (https://app.example) whose pages may call the API (repeatable)",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="tokens, one 'TOKEN [WORKSPACE]' a line (default: $SESSION_JOURNAL_WEB_TOKEN)",
+    )
+    serve.add_argument(
+        "--no-token",
+        action="store_true",
+        help="serve without a token (refused unless the host is a loopback address)",
+    )
     return parser
 
 

@@ -1,0 +1,272 @@
+"""The checks every request passes before a route sees it, in the package's own code (pure
+ASGI, around the whole app): the URL's length, `Host` (DNS rebinding; Starlette's
+TrustedHostMiddleware mis-parses `[::1]:port`), `Origin`, the token (header or cookie, compared
+in constant time, never from the URL), the failed-authentication limit, CORS, and
+`Cache-Control: no-store` on every answer."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.cookies import CookieError, SimpleCookie
+from urllib.parse import parse_qsl
+
+from ._problems import NO_STORE, Message, Problem, Receive, Scope, Send
+from ._settings import WebSettings
+
+MAX_URL_BYTES = 8192
+"""The longest path and query string a request may have (414 above)."""
+COOKIE = "session_journal_token"
+"""The cookie `POST /api/session` sets for the operator page."""
+FAILED_AUTH_LIMIT = 10
+"""Failed authentications one client address may make per `FAILED_AUTH_WINDOW_S`; 429 after."""
+FAILED_AUTH_WINDOW_S = 60.0
+_MAX_TRACKED_ADDRESSES = 10_000
+_QUERY_TOKENS = frozenset({"token", "access_token", "session_journal_token", "authorization"})
+_PORT = re.compile(r":[0-9]{1,5}")
+_DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
+PUBLIC_PATHS = frozenset({"/healthz"})
+"""Paths served without a token (no data)."""
+SESSION_PATH = "/api/session"
+"""The route that exchanges the bearer token for the cookie (the header only)."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who made a request: `key` (a digest of the token, or the client address when the
+    server has no tokens; the per-token stream cap counts by it), the workspace the token is
+    bound to (`None`: every workspace), and how it authenticated."""
+
+    key: str
+    workspace: str | None
+    by_cookie: bool = False
+
+
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """`(name, port)` of a `Host` header or an origin's authority, the name lowercased (an IPv6
+    address keeps its brackets); `None` when it is not of that form."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return None
+        name, rest = value[: end + 1], value[end + 1 :]
+    else:
+        name, colon, port = value.partition(":")
+        rest = colon + port
+    if not name or (rest and not _PORT.fullmatch(rest)):
+        return None
+    return name, rest[1:] or None
+
+
+class FailedAuthentications:
+    """Failed authentications per client address in the last minute (bounded memory)."""
+
+    def __init__(self) -> None:
+        self._failures: dict[str, deque[float]] = {}
+
+    def retry_after(self, address: str, now: float) -> int | None:
+        """Seconds to wait when `address` is over the limit, else `None`."""
+        failures = self._failures.get(address)
+        if failures is None:
+            return None
+        while failures and failures[0] <= now - FAILED_AUTH_WINDOW_S:
+            failures.popleft()
+        if len(failures) < FAILED_AUTH_LIMIT:
+            return None
+        return max(1, int(failures[0] + FAILED_AUTH_WINDOW_S - now + 1))
+
+    def failed(self, address: str, now: float) -> None:
+        """Count a failure of `address`."""
+        if address not in self._failures and len(self._failures) >= _MAX_TRACKED_ADDRESSES:
+            self._forget(now)
+        self._failures.setdefault(address, deque(maxlen=FAILED_AUTH_LIMIT)).append(now)
+
+    def _forget(self, now: float) -> None:
+        stale = [
+            a for a, f in self._failures.items() if not f or f[-1] <= now - FAILED_AUTH_WINDOW_S
+        ]
+        for address in stale:
+            del self._failures[address]
+        if len(self._failures) >= _MAX_TRACKED_ADDRESSES:  # all recent: forget the oldest half
+            oldest = sorted(self._failures, key=lambda a: self._failures[a][-1])
+            for address in oldest[: len(oldest) // 2]:
+                del self._failures[address]
+
+
+class Guard:
+    """The ASGI middleware of the checks (see the module docstring)."""
+
+    def __init__(self, app: object, settings: WebSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.failures = FailedAuthentications()
+        self._tokens = [(token.encode(), workspace) for token, workspace in settings.tokens.items()]
+        self.auth_failures = 0
+        """Requests refused for a missing or wrong token (for `/api/status`)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)  # type: ignore[operator]
+            return
+        origin_headers: list[tuple[bytes, bytes]] = []
+        try:
+            origin_headers = self._check(scope)
+        except Problem as problem:
+            await problem.send(_with_headers(send, origin_headers))
+            return
+        if scope["method"] == "OPTIONS" and any(
+            name == b"access-control-allow-origin" for name, _ in origin_headers
+        ):
+            await _preflight(send, origin_headers)
+            return
+        await self.app(scope, receive, _with_headers(send, origin_headers))  # type: ignore[operator]
+
+    def _check(self, scope: Scope) -> list[tuple[bytes, bytes]]:
+        """Every check of the request, in order; the CORS headers its answer carries. Raises
+        the `Problem` of the first that fails."""
+        if len(scope.get("raw_path") or b"") + len(scope["query_string"]) > MAX_URL_BYTES:
+            raise Problem("uri_too_long", f"the URL is longer than {MAX_URL_BYTES} bytes")
+        headers = _headers(scope)
+        host = split_host(headers.get("host", ""))
+        allowed = self.settings.allowed_hosts
+        if host is None or ("*" not in allowed and host[0] not in allowed):
+            raise Problem(
+                "host_not_allowed",
+                "the Host header names no host this server answers for (allowed_hosts, "
+                "serve --allowed-host)",
+            )
+        cors = self._origin(scope, headers, host)
+        state = scope.setdefault("state", {})
+        if scope["path"] in PUBLIC_PATHS:
+            return cors
+        for name, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
+            if name.lower() in _QUERY_TOKENS:
+                raise Problem(
+                    "bad_request",
+                    f"{name}: tokens are never taken from the URL (URLs are logged); send "
+                    "'Authorization: Bearer TOKEN'",
+                    extra={"parameter": name},
+                )
+        if scope["method"] == "OPTIONS":
+            return cors  # a preflight carries no credentials; answered when the origin is allowed
+        principal = self._authenticate(scope, headers)
+        if principal.by_cookie and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+            raise Problem(
+                "origin_not_allowed", "a cookie-authenticated request came from another site"
+            )
+        state["principal"] = principal
+        return cors
+
+    def _origin(
+        self, scope: Scope, headers: dict[str, str], host: tuple[str, str | None]
+    ) -> list[tuple[bytes, bytes]]:
+        """The CORS headers for the request's `Origin`; `origin_not_allowed` for an origin that
+        is neither the server's own nor one of `cors_origins`."""
+        vary = [(b"vary", b"Origin")] if self.settings.cors_origins else []
+        origin = headers.get("origin")
+        if origin is None:
+            return vary
+        if origin.lower() in self.settings.cors_origins:
+            return [*vary, (b"access-control-allow-origin", origin.encode("latin-1"))]
+        scheme, sep, authority = origin.lower().partition("://")
+        own = split_host(authority) if sep else None
+        request_scheme = scope.get("scheme", "http")
+        if own is not None and scheme == request_scheme and own[0] == host[0]:
+            default = _DEFAULT_PORTS.get(scheme)
+            if (own[1] or default) == (host[1] or default):
+                return vary  # same origin
+        raise Problem("origin_not_allowed", f"requests from origin {origin[:200]!r} are refused")
+
+    def _authenticate(self, scope: Scope, headers: dict[str, str]) -> Principal:
+        address = (scope.get("client") or ("unknown",))[0]
+        now = time.monotonic()
+        wait = self.failures.retry_after(address, now)
+        if wait is not None:
+            raise Problem(
+                "rate_limited",
+                f"too many failed authentications from this address; retry in {wait} s",
+                headers={"Retry-After": str(wait)},
+            )
+        presented, by_cookie = _presented(headers, cookie_allowed=scope["path"] != SESSION_PATH)
+        if not self._tokens:  # allow_no_token: every client is its own address
+            return Principal(key=f"address:{address}", workspace=None)
+        if presented is not None:
+            given = presented.encode("utf-8", "surrogateescape")
+            match = None
+            for token, workspace in self._tokens:  # every token compared: constant time
+                if hmac.compare_digest(token, given) and match is None:
+                    match = (token, workspace)
+            if match is not None:
+                key = hashlib.sha256(match[0]).hexdigest()[:32]
+                return Principal(key=key, workspace=match[1], by_cookie=by_cookie)
+        self.failures.failed(address, now)
+        self.auth_failures += 1
+        raise Problem(
+            "unauthorized",
+            "a valid token is required: 'Authorization: Bearer TOKEN'"
+            + ("" if scope["path"] == SESSION_PATH else " or the session_journal_token cookie"),
+            headers={"WWW-Authenticate": 'Bearer realm="session-journal"'},
+        )
+
+
+def _presented(headers: dict[str, str], *, cookie_allowed: bool) -> tuple[str | None, bool]:
+    """The token the request presents, and whether it came in the cookie."""
+    authorization = headers.get("authorization")
+    if authorization is not None:
+        scheme, _, token = authorization.strip().partition(" ")
+        return (token.strip() if scheme.lower() == "bearer" else None), False
+    if cookie_allowed and "cookie" in headers:
+        jar: SimpleCookie = SimpleCookie()
+        try:
+            jar.load(headers["cookie"])
+        except CookieError:
+            return None, True
+        morsel = jar.get(COOKIE)
+        if morsel is not None:
+            return morsel.value, True
+    return None, False
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lowercase name (repeated ones joined as HTTP joins them)."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        if name in headers:
+            headers[name] += ("; " if name == "cookie" else ", ") + value
+        else:
+            headers[name] = value
+    return headers
+
+
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+    """`send`, adding `Cache-Control: no-store` (unless set) and `extra` to the response."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            if not any(name.lower() == b"cache-control" for name, _ in headers):
+                headers.append(NO_STORE)
+            message = {**message, "headers": headers + extra}
+        await send(message)
+
+    return sending
+
+
+async def _preflight(send: Send, cors: list[tuple[bytes, bytes]]) -> None:
+    """The answer to a CORS preflight from an allowed origin."""
+    headers = [
+        *cors,
+        (b"access-control-allow-methods", b"GET, POST"),
+        (b"access-control-allow-headers", b"authorization, last-event-id"),
+        (b"access-control-max-age", b"600"),
+        NO_STORE,
+    ]
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})

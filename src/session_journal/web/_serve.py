@@ -1,0 +1,160 @@
+"""`session-journal serve`: the app of `create_app` on the configured database, run by uvicorn,
+with its tokens, hosts and graceful shutdown (every stream told `event: shutdown`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from session_journal import InvalidRecord, MissingDependency, Store
+
+from ._app import create_app, shutdown_streams
+from ._settings import DEFAULT_HOSTS, WebSettings
+
+TOKEN_VARIABLE = "SESSION_JOURNAL_WEB_TOKEN"
+"""The environment variable holding the token of `serve` (bound to no workspace)."""
+MAX_TOKEN_FILE_BYTES = 1_000_000
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (127.0.0.0/8, ::1) or `localhost`."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_tokens(token_file: str | None) -> dict[str, str | None]:
+    """The tokens `serve` accepts: the file's lines (`TOKEN [WORKSPACE]`; blank lines and
+    `#` comments skipped), else `$SESSION_JOURNAL_WEB_TOKEN`, else none."""
+    if token_file is None:
+        token = os.environ.get(TOKEN_VARIABLE, "").strip()
+        return {token: None} if token else {}
+    path = Path(token_file)
+    try:
+        if path.stat().st_size > MAX_TOKEN_FILE_BYTES:
+            raise InvalidRecord(f"--token-file {token_file}: larger than 1 MB")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidRecord(f"--token-file {token_file}: cannot be read ({error})") from None
+    tokens: dict[str, str | None] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        parts = line.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        if len(parts) > 2:
+            raise InvalidRecord(
+                f"--token-file {token_file}, line {number}: expected 'TOKEN [WORKSPACE]'"
+            )
+        tokens[parts[0]] = parts[1] if len(parts) == 2 else None
+    if not tokens:
+        raise InvalidRecord(f"--token-file {token_file}: holds no token")
+    return tokens
+
+
+def settings_for(args: argparse.Namespace) -> WebSettings:
+    """The `WebSettings` of `serve`'s arguments; `InvalidRecord` for a combination it refuses
+    (no token on a non-loopback host, `--no-token` beside a token, a short token)."""
+    tokens = read_tokens(args.token_file)
+    if args.no_token:
+        if tokens:
+            raise InvalidRecord("--no-token: a token is configured too; give one or the other")
+        if not is_loopback(args.host):
+            raise InvalidRecord(
+                f"--no-token is refused on {args.host}: only a loopback host (127.0.0.1, ::1, "
+                "localhost) may serve without a token"
+            )
+    elif not tokens:
+        raise InvalidRecord(
+            f"serve needs a token: set {TOKEN_VARIABLE} or give --token-file (secrets."
+            "token_urlsafe(32) makes one); --no-token serves without one on a loopback host"
+        )
+    host = args.host.lower()
+    bind = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    hosts = tuple(dict.fromkeys((*DEFAULT_HOSTS, bind, *args.allowed_hosts)))
+    return WebSettings(
+        tokens=tokens,
+        allow_no_token=args.no_token,
+        allowed_hosts=hosts,
+        cors_origins=tuple(args.cors_origins),
+    )
+
+
+class _QueryStripped(logging.Filter):
+    """Drops the query string from uvicorn's access log lines (a URL may carry what a client
+    should not have put there)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            record.args = (*args[:2], args[2].partition("?")[0], *args[3:])
+        return True
+
+
+def serve_command(url: str, args: argparse.Namespace) -> int:
+    """Run `serve` until SIGTERM or Ctrl-C; 0 then."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise MissingDependency(
+            "session-journal serve needs uvicorn: pip install 'session-journal[web]'"
+        ) from None
+    settings = settings_for(args)
+    store = Store.open(url)
+    stopping: list[int] = []
+
+    def flag(signum: int, frame: FrameType | None) -> None:
+        stopping.append(signum)  # a flag only: uvicorn's handler did the rest
+
+    previous = signal.signal(signal.SIGTERM, flag)  # what uvicorn raises again at its end
+    try:
+        app = create_app(store, settings)
+        config = uvicorn.Config(
+            app,
+            host=args.host.strip("[]"),
+            port=args.port,
+            timeout_graceful_shutdown=2,
+            server_header=False,
+        )
+        logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
+        server = uvicorn.Server(config)
+        asyncio.run(_run(server, app))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        store.close()
+    return 0
+
+
+async def _run(server: Any, app: Any) -> None:
+    watcher = asyncio.create_task(_watch(server, app))
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
+
+
+async def _watch(server: Any, app: Any) -> None:
+    """Print where it listens once started; when asked to stop, close every stream first
+    (a server waits for open responses, and a stream never ends by itself)."""
+    while not server.started and not server.should_exit:
+        await asyncio.sleep(0.01)
+    if server.started:
+        for listener in server.servers:
+            for sock in listener.sockets:
+                host, port = sock.getsockname()[:2]
+                shown = f"[{host}]" if ":" in host else host
+                print(f"session-journal: serving on http://{shown}:{port}", flush=True)
+    while not server.should_exit:
+        await asyncio.sleep(0.05)
+    await shutdown_streams(app)
+    sys.stdout.flush()

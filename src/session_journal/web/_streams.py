@@ -1,0 +1,476 @@
+"""`GET /api/events/stream`: the log as Server-Sent Events, exactly once and in commit order
+across reconnects, for many clients at once.
+
+**A stream is a cursor.** The app follows the log once (`_Hub`: one `AsyncFollower`, fed from
+the store's shared window) and keeps the recent events' frames, each encoded once per process:
+`id: <seq>`, `event: api_event`, `data:` the event's JSON with non-ASCII escaped (agent text
+cannot end a line and inject a field). A stream holds no queue, only its cursor: on each
+wake-up (coalesced up to `COALESCE_S`) it takes every frame after its cursor that its filter
+admits and sends them in one write. A stream whose cursor is below the hub's frames (a
+reconnect from far back, a client that fell behind) reads the database a page at a time until
+it is back among them; so does a stream of one workspace (which workspace a session is in is
+the database's to say). A send blocked for `send_timeout_s` closes that stream only: each
+stream writes in its own task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import re
+import time
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from session_journal import (
+    ApiEventFilter,
+    AsyncFollower,
+    CursorExpired,
+    SessionJournalError,
+    StoreClosed,
+)
+from session_journal.aio import AsyncStore
+
+from ._guard import Principal
+from ._problems import Problem, Receive, Scope, Send
+from ._query import Query, digits
+from ._settings import WebSettings
+
+LOG = logging.getLogger("session_journal.web")
+
+COALESCE_S = 0.01
+"""Wake-ups of the streams are at most this far apart: each then sends all that is pending."""
+HUB_EVENTS = 20_000
+"""The most recent frames the hub keeps (older ones are read from the database)."""
+PAGE = 1000
+"""Events per read of the database for a stream that is behind."""
+RETRY_MS = 3000
+"""The reconnection delay each stream announces (`retry:`), ± 50 % so clients spread out."""
+PROGRESS_S = 1.0
+"""A filtered stream tells how far it scanned (`event: progress`) at most this often."""
+SHUTDOWN_S = 1.0
+"""How long `shutdown_streams` waits for the streams to say goodbye and close."""
+STREAM_PARAMETERS = frozenset({"after_seq", "session_id", "workspace_id", "type"})
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def ascii_json(text: bytes) -> bytes:
+    """JSON text (UTF-8) with every non-ASCII character written as a `\\u` escape: the same
+    JSON value, on one line, safe in an SSE `data:` field."""
+    if text.isascii():
+        return text
+    return _NON_ASCII.sub(_escape, text.decode()).encode()
+
+
+def event_frame(seq: int, text: bytes) -> bytes:
+    """The SSE frame of one event: its id, `event: api_event` and its JSON."""
+    return b"id: %d\nevent: api_event\ndata: %s\n\n" % (seq, ascii_json(text))
+
+
+def _control(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
+    head = b"" if seq is None else b"id: %d\n" % seq
+    body = json.dumps(data, separators=(",", ":")).encode()
+    return head + b"event: %s\ndata: %s\n\n" % (kind.encode(), body)
+
+
+def _seq_of(text: str) -> int:
+    """The seq of an event's JSON (`{"seq":N,...`, as `ApiEvent` writes it)."""
+    if text.startswith('{"seq":'):
+        return int(text[7 : text.index(",", 7)])
+    seq: int = json.loads(text)["seq"]
+    return seq
+
+
+@dataclass(eq=False)
+class _Stream:
+    """One open stream: its cursor and what it needs to be woken."""
+
+    principal: Principal
+    event_filter: ApiEventFilter
+    cursor: int
+    opened: float = field(default_factory=time.monotonic)
+    waker: asyncio.Future[None] | None = None
+    closing: str | None = None  # why it ends, once it must
+
+    def wake(self) -> None:
+        if self.waker is not None and not self.waker.done():
+            self.waker.set_result(None)
+
+
+class _Hub:
+    """The app's one reader of the log for its streams (see the module docstring), and the
+    streams' registry and counters."""
+
+    def __init__(self, store: AsyncStore, settings: WebSettings) -> None:
+        self.store = store
+        self.settings = settings
+        self.streams: set[_Stream] = set()
+        self.per_key: Counter[str] = Counter()
+        self.closes: Counter[str] = Counter()
+        self.heartbeats = 0
+        self.shutting_down = False
+        # The frames of the events with lo < seq <= hi that the hub read, in seq order.
+        self.seqs: list[int] = []
+        self.sessions: list[str] = []
+        self.types: list[str] = []
+        self.frames: list[bytes] = []
+        self.lo = self.hi = 0
+        self.pruned = 0
+        self.running = False
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started: asyncio.Event | None = None
+        self._follower: AsyncFollower | None = None
+
+    async def start(self) -> None:
+        """Follow the log from its frontier now, unless already following on this loop."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._task is None or self._task.done():
+            self.stop()
+            self._loop, self._started = loop, asyncio.Event()
+            self._task = loop.create_task(self._run(), name="session-journal web hub")
+        assert self._started is not None
+        await self._started.wait()
+
+    def stop(self) -> None:
+        """Stop following (the streams then read the database)."""
+        self.running = False
+        if self._follower is not None:
+            self._follower.close()  # its `async for` ends; the task then ends by itself
+        task, self._task = self._task, None
+        if task is not None and not task.done() and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
+                self._loop.call_soon_threadsafe(task.cancel)
+
+    async def _run(self) -> None:
+        assert self._started is not None
+        after: int | None = None
+        while not self.shutting_down:
+            try:
+                self._follower = follower = self.store.events.follow(after_seq=after, limit=PAGE)
+                await follower
+                self._reset(follower.cursor or 0)
+                self.running = True
+                self._started.set()
+                await self._follow(follower)
+                if follower.store_closed:
+                    break
+            except CursorExpired:  # the hub fell behind a prune: start again at the frontier
+                after = None
+            except StoreClosed:
+                break
+            except SessionJournalError as error:  # a failed read: try again from where it was
+                LOG.warning("the stream hub failed to read the log (%s); retrying", error)
+                after = self.hi if self.running else None
+                self.running = False
+                self._started.set()
+                await asyncio.sleep(1.0)
+            finally:
+                self.running = False
+        self._started.set()
+        for stream in self.streams:  # the store closed: the streams end
+            stream.closing = stream.closing or "store_closed"
+            stream.wake()
+
+    async def _follow(self, follower: AsyncFollower) -> None:
+        last_wake = 0.0
+        async for page in follower:
+            if page.pruned_through > self.pruned:
+                self._pruned(page.pruned_through)
+            for event in page.events:
+                self.seqs.append(event.seq)
+                self.sessions.append(event.session_id)
+                self.types.append(event.event.type)
+                self.frames.append(event_frame(event.seq, self.store.events.event_json(event)))
+            self.hi = page.next_after_seq
+            if len(self.seqs) > HUB_EVENTS:
+                self._trim(len(self.seqs) - HUB_EVENTS // 2)
+            wait = last_wake + COALESCE_S - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)  # what commits meanwhile joins this wake-up
+            last_wake = time.monotonic()
+            for stream in self.streams:
+                stream.wake()
+
+    def _reset(self, cursor: int) -> None:
+        self.seqs, self.sessions, self.types, self.frames = [], [], [], []
+        self.lo = self.hi = cursor
+
+    def _pruned(self, floor: int) -> None:
+        self.pruned = floor
+        self._trim(bisect_right(self.seqs, floor))
+        self.lo = max(self.lo, floor)
+
+    def _trim(self, count: int) -> None:
+        if count <= 0:
+            return
+        self.lo = self.seqs[count - 1]
+        del self.seqs[:count], self.sessions[:count], self.types[:count], self.frames[:count]
+
+    def serves(self, stream: _Stream) -> bool:
+        """Whether the hub's frames can answer `stream` now."""
+        return (
+            self.running
+            and stream.event_filter.workspace_id is None
+            and self.lo <= stream.cursor
+            and not (0 < stream.cursor < self.pruned)
+        )
+
+    def frames_after(self, stream: _Stream) -> tuple[list[bytes], int]:
+        """The frames after the stream's cursor that its filter admits, and the cursor past
+        every frame the hub holds (or the stream's own, when it is ahead of the hub)."""
+        start = bisect_right(self.seqs, stream.cursor)
+        wanted = stream.event_filter
+        session, types = wanted.session_id, wanted.types
+        if session is None and types is None:
+            return self.frames[start:], max(self.hi, stream.cursor)
+        frames = [
+            self.frames[i]
+            for i in range(start, len(self.seqs))
+            if (session is None or self.sessions[i] == session)
+            and (types is None or self.types[i] in types)
+        ]
+        return frames, max(self.hi, stream.cursor)
+
+    def status(self) -> dict[str, object]:
+        """What `/api/status` shows of the streams."""
+        lags = [max(0, self.hi - stream.cursor) for stream in self.streams]
+        return {
+            "streams": len(self.streams),
+            "max_streams": self.settings.max_streams,
+            "lag_max": max(lags, default=0),
+            "lag_total": sum(lags),
+            "closes": dict(self.closes),
+            "heartbeats": self.heartbeats,
+            "following": self.running,
+            "cursor": self.hi,
+            "frames_held": len(self.seqs),
+        }
+
+    async def shutdown(self) -> None:
+        """Tell every stream `event: shutdown` and wait (at most `SHUTDOWN_S`) until they closed."""
+        self.shutting_down = True
+        for stream in self.streams:
+            stream.closing = stream.closing or "shutdown"
+            stream.wake()
+        deadline = time.monotonic() + SHUTDOWN_S
+        while self.streams and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        self.stop()
+
+
+class StreamRoute:
+    """The raw ASGI endpoint of `GET /api/events/stream` (see the module docstring)."""
+
+    def __init__(self, hub: _Hub, expired: Any) -> None:
+        self.hub = hub
+        self._expired = expired  # async (cursor) -> the 410 problem's body members
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        hub, settings = self.hub, self.hub.settings
+        try:
+            if scope["method"] not in ("GET", "HEAD"):
+                raise Problem(
+                    "method_not_allowed", "this route takes GET", headers={"Allow": "GET"}
+                )
+            principal: Principal = scope["state"]["principal"]
+            query = Query(scope["query_string"], STREAM_PARAMETERS, frozenset({"type"}))
+            event_filter = query.event_filter(principal.workspace)
+            cursor = query.seq("after_seq")
+            for name, value in scope["headers"]:
+                if name.lower() == b"last-event-id":  # wins over after_seq
+                    cursor = digits("Last-Event-ID", value.decode("latin-1").strip())
+            if hub.shutting_down:
+                raise Problem(
+                    "unavailable", "the server is shutting down", headers={"Retry-After": "1"}
+                )
+            if len(hub.streams) >= settings.max_streams:
+                raise Problem(
+                    "too_many_streams",
+                    f"{settings.max_streams} streams are open, the most this server holds",
+                    headers={"Retry-After": str(random.randint(2, 10))},
+                )
+            if hub.per_key[principal.key] >= settings.max_streams_per_token:
+                raise Problem(
+                    "rate_limited",
+                    f"this token holds {settings.max_streams_per_token} streams already",
+                    headers={"Retry-After": str(random.randint(2, 10))},
+                )
+            stream = _Stream(principal, event_filter, cursor or 0)
+            hub.streams.add(stream)  # counted now: a concurrent start sees the cap
+            hub.per_key[principal.key] += 1
+        except Problem as problem:
+            await problem.send(send)
+            return
+        try:
+            await self._serve(stream, cursor, scope, receive, send)
+        finally:
+            hub.streams.discard(stream)
+            hub.per_key[principal.key] -= 1
+            if hub.per_key[principal.key] <= 0:
+                del hub.per_key[principal.key]
+
+    async def _serve(
+        self, stream: _Stream, cursor: int | None, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        hub, settings, events = self.hub, self.hub.settings, self.hub.store.events
+        # The first page checks the cursor before anything is sent (410, 409) and gives the
+        # frontier and floor for `ready`.
+        try:
+            first = await events.load_json_events(stream.event_filter, cursor, PAGE)
+        except CursorExpired as error:
+            await Problem(
+                "cursor_expired", str(error), extra=await self._expired(error.cursor)
+            ).send(send)
+            hub.closes["cursor_expired"] += 1
+            return
+        if cursor is not None and cursor > first.latest_seq:
+            await Problem(
+                "cursor_ahead",
+                f"after_seq {cursor} is above the frontier {first.latest_seq}: the cursor comes "
+                "from another database or a restored backup; resync the client",
+                extra={"cursor": cursor, "latest_seq": first.latest_seq},
+            ).send(send)
+            hub.closes["cursor_ahead"] += 1
+            return
+        stream.cursor = cursor = first.latest_seq if cursor is None else cursor
+        await hub.start()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-store, no-transform"),
+                    (b"x-accel-buffering", b"no"),
+                    (b"content-encoding", b"identity"),
+                ],
+            }
+        )
+        if scope["method"] == "HEAD":
+            await send({"type": "http.response.body", "body": b""})
+            return
+        ready = {
+            "cursor": cursor,
+            "latest_seq": first.latest_seq,
+            "pruned_through": first.pruned_through,
+            "heartbeat_s": settings.heartbeat_s,
+        }
+        retry = int(RETRY_MS * random.uniform(0.5, 1.5))
+        opening = b"retry: %d\n\n" % retry + _control("ready", ready)
+        watcher = asyncio.create_task(_watch_disconnect(receive, stream))
+        reason = "error"
+        try:
+            reason = await self._pump(stream, first, opening, send)
+        except TimeoutError:
+            reason = "send_timeout"
+        except OSError:
+            reason = "client_gone"
+        finally:
+            watcher.cancel()
+            hub.closes[reason] += 1
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(1.0):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _pump(self, stream: _Stream, first: Any, opening: bytes, send: Send) -> str:
+        """Send what is pending after the stream's cursor at each wake-up until it must end;
+        why it ended."""
+        hub, settings, events = self.hub, self.hub.settings, self.hub.store.events
+        loop = asyncio.get_running_loop()
+        filtered = stream.event_filter != ApiEventFilter()
+        lifetime = settings.stream_lifetime_s * random.uniform(0.9, 1.1)
+        rotate_at = stream.opened + lifetime
+        parts = [opening]
+        parts += [event_frame(_seq_of(text), text.encode()) for text in first.events]
+        stream.cursor = max(stream.cursor, first.next_after_seq)
+        behind = len(first.events) == PAGE  # more to read from the database at once
+        last_sent = last_progress = time.monotonic()
+        sent_cursor = stream.cursor if not filtered else -1
+        while True:
+            if stream.closing is not None:
+                if stream.closing in ("shutdown", "store_closed"):
+                    parts.append(_control("shutdown", {}))
+                    await self._send(send, parts, 1.0)
+                return stream.closing
+            if parts:
+                last_sent = time.monotonic()
+                await self._send(send, parts, settings.send_timeout_s)
+                parts = []
+            now = time.monotonic()
+            if now >= rotate_at:
+                await self._send(send, [_control("rotate", {})], settings.send_timeout_s)
+                return "rotate"
+            if behind or not hub.serves(stream):
+                try:
+                    page = await events.load_json_events(stream.event_filter, stream.cursor, PAGE)
+                except CursorExpired as error:
+                    body = {"code": "cursor_expired", **await self._expired(error.cursor)}
+                    await self._send(send, [_control("expired", body)], settings.send_timeout_s)
+                    return "cursor_expired"
+                parts = [event_frame(_seq_of(text), text.encode()) for text in page.events]
+                if page.events:
+                    sent_cursor = _seq_of(page.events[-1])
+                stream.cursor = max(stream.cursor, page.next_after_seq)
+                behind = len(page.events) == PAGE
+                if behind or parts:
+                    continue
+            else:
+                frames, after = hub.frames_after(stream)
+                if frames:
+                    parts = frames
+                    sent_cursor = after if not filtered else _frame_seq(frames[-1])
+                stream.cursor = after
+                if parts:
+                    continue
+            if filtered and stream.cursor > sent_cursor and now - last_progress >= PROGRESS_S:
+                progress = {"scanned_through": stream.cursor}
+                parts = [_control("progress", progress, seq=stream.cursor)]
+                sent_cursor, last_progress = stream.cursor, now
+                continue
+            wait = min(last_sent + settings.heartbeat_s, rotate_at) - time.monotonic()
+            if wait <= 0:
+                parts = [b": heartbeat\n\n"]
+                hub.heartbeats += 1
+                continue
+            stream.waker = loop.create_future()
+            try:
+                async with asyncio.timeout(wait):
+                    await stream.waker
+            except TimeoutError:
+                pass
+            finally:
+                stream.waker = None
+
+    async def _send(self, send: Send, parts: list[bytes], timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
+
+
+def _frame_seq(frame: bytes) -> int:
+    """The id of an event frame (`id: N\\n...`)."""
+    return int(frame[4 : frame.index(b"\n")])
+
+
+async def _watch_disconnect(receive: Receive, stream: _Stream) -> None:
+    """Close the stream when its client goes away."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            stream.closing = stream.closing or "client_gone"
+            stream.wake()
+            return
