@@ -51,7 +51,7 @@ class WebSettings:
     max_streams_per_token: int = 16
     """The most streams one token (one client without tokens) holds at once; over it, 429."""
     stream_lifetime_s: float = 3600.0
-    """A stream is asked to reconnect (`event: rotate`) after this long, ± 10 % (10 seconds
+    """A stream is asked to reconnect (`event: rotate`) after this long, ± 10 % (1 second
     to a day), so that connections move between servers and no connection lives forever."""
     send_timeout_s: float = 30.0
     """A stream whose client has not taken a write for this long is closed (1 to 600 seconds);
@@ -69,7 +69,7 @@ class WebSettings:
         object.__setattr__(self, "cors_origins", _origins(self.cors_origins))
         for name, low, high in (
             ("heartbeat_s", 1.0, 300.0),
-            ("stream_lifetime_s", 10.0, 86400.0),
+            ("stream_lifetime_s", 1.0, 86400.0),
             ("send_timeout_s", 1.0, 600.0),
         ):
             object.__setattr__(self, name, _number(name, getattr(self, name), low, high))

@@ -37,7 +37,7 @@ from session_journal import (
 from session_journal.aio import AsyncStore
 
 from ._guard import Principal
-from ._problems import Problem, Receive, Scope, Send
+from ._problems import Problem, Receive, Scope, Send, not_found
 from ._query import Query, digits
 from ._settings import WebSettings
 
@@ -294,6 +294,10 @@ class StreamRoute:
             for name, value in scope["headers"]:
                 if name.lower() == b"last-event-id":  # wins over after_seq
                     cursor = digits("Last-Event-ID", value.decode("latin-1").strip())
+            if principal.workspace is not None and event_filter.session_id is not None:
+                record = await hub.store.sessions.get(event_filter.session_id)
+                if record is None or record.workspace_id != principal.workspace:
+                    raise not_found(f"session {event_filter.session_id!r}")
             if hub.shutting_down:
                 raise Problem(
                     "unavailable", "the server is shutting down", headers={"Retry-After": "1"}
@@ -399,7 +403,8 @@ class StreamRoute:
         parts += [event_frame(_seq_of(text), text.encode()) for text in first.events]
         stream.cursor = max(stream.cursor, first.next_after_seq)
         behind = len(first.events) == PAGE  # more to read from the database at once
-        last_sent = last_progress = time.monotonic()
+        last_sent = time.monotonic()
+        last_progress = last_sent - PROGRESS_S  # the first may go at once
         sent_cursor = stream.cursor if not filtered else -1
         while True:
             if stream.closing is not None:
@@ -442,7 +447,10 @@ class StreamRoute:
                 parts = [_control("progress", progress, seq=stream.cursor)]
                 sent_cursor, last_progress = stream.cursor, now
                 continue
-            wait = min(last_sent + settings.heartbeat_s, rotate_at) - time.monotonic()
+            due = min(last_sent + settings.heartbeat_s, rotate_at)
+            if filtered and stream.cursor > sent_cursor:
+                due = min(due, last_progress + PROGRESS_S)
+            wait = due - time.monotonic()
             if wait <= 0:
                 parts = [b": heartbeat\n\n"]
                 hub.heartbeats += 1

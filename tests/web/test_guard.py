@@ -1,0 +1,210 @@
+"""What every request passes before a route sees it: the token (header or cookie, never the
+URL), the failed-authentication limit, `Host` (with `[::1]:port`), `Origin` and CORS, and the
+scoping of a token bound to one workspace, endpoint by endpoint. On both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from session_journal import InvalidRecord, Store
+from session_journal.web import WebSettings, create_app
+from tests.web.client import ADMIN, TOKENS, W2_TOKEN, InProcess, bearer
+from tests.web.scenario import controller
+
+
+@pytest.fixture
+def served(store: Store) -> Store:
+    return controller(store)
+
+
+def serve(store: Store, **settings: Any) -> InProcess:
+    settings.setdefault("tokens", TOKENS)
+    return InProcess(create_app(store, WebSettings(**settings)))
+
+
+@pytest.fixture
+def web(served: Store) -> Iterator[InProcess]:
+    with serve(served) as client:
+        yield client
+
+
+def code(response: Any) -> tuple[int, str | None]:
+    assert response.headers["cache-control"] == "no-store"
+    if response.status_code < 400:
+        return response.status_code, None
+    assert response.headers["content-type"] == "application/problem+json"
+    return response.status_code, response.json()["code"]
+
+
+def test_a_token_is_required_and_compared(web: InProcess) -> None:
+    missing = web.get("/api/events")
+    assert code(missing) == (401, "unauthorized")
+    assert missing.headers["www-authenticate"] == 'Bearer realm="session-journal"'
+    assert code(web.get("/api/events", headers=bearer("z" * 43))) == (401, "unauthorized")
+    assert code(web.get("/api/events", headers={"Authorization": f"Basic {ADMIN}"})) == (
+        401,
+        "unauthorized",
+    )
+    assert code(web.get("/api/events", headers=bearer(ADMIN + "x"))) == (401, "unauthorized")
+    assert code(web.get("/api/events", headers=bearer())) == (200, None)
+    assert code(web.get("/healthz")) == (200, None)  # no token, no data
+
+
+def test_a_token_in_the_query_string_is_refused(web: InProcess) -> None:
+    for name in ("token", "access_token", "session_journal_token"):
+        response = web.get(f"/api/events?{name}={ADMIN}", headers=bearer())
+        assert code(response) == (400, "bad_request")
+        assert response.json()["parameter"] == name
+        assert ADMIN not in response.text
+
+
+def test_ten_failed_authentications_a_minute_are_then_refused(served: Store) -> None:
+    with serve(served) as web:
+        for _ in range(10):
+            assert code(web.get("/api/events", headers=bearer("z" * 43)))[0] == 401
+        limited = web.get("/api/events", headers=bearer())  # even the right token, now
+        assert code(limited) == (429, "rate_limited")
+        assert 1 <= int(limited.headers["retry-after"]) <= 61
+    # Another address is not limited.
+    with InProcess(create_app(served, WebSettings(tokens=TOKENS)), client=("10.0.0.2", 1)) as other:
+        assert code(other.get("/api/events", headers=bearer())) == (200, None)
+
+
+def test_the_cookie_is_set_by_the_header_token_and_then_accepted(web: InProcess) -> None:
+    assert code(web.request("POST", "/api/session")) == (401, "unauthorized")
+    made = web.request("POST", "/api/session", headers=bearer())
+    assert made.status_code == 204
+    cookie = made.headers["set-cookie"]
+    assert cookie.startswith(f"session_journal_token={ADMIN};")
+    assert {"HttpOnly", "Path=/", "SameSite=strict"} <= {p.strip() for p in cookie.split(";")}
+    with_cookie = {"Cookie": f"session_journal_token={ADMIN}"}
+    assert code(web.get("/api/events", headers=with_cookie)) == (200, None)
+    # The cookie alone cannot make another cookie, and another site cannot use it.
+    assert code(web.request("POST", "/api/session", headers=with_cookie)) == (401, "unauthorized")
+    cross = {**with_cookie, "Sec-Fetch-Site": "cross-site"}
+    assert code(web.get("/api/events", headers=cross)) == (403, "origin_not_allowed")
+    bad = {"Cookie": f"session_journal_token={'q' * 43}"}
+    assert code(web.get("/api/events", headers=bad)) == (401, "unauthorized")
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("localhost", True),
+        ("localhost:8765", True),
+        ("127.0.0.1:1", True),
+        ("[::1]", True),
+        ("[::1]:8765", True),
+        ("LOCALHOST:80", True),
+        ("evil.example", False),
+        ("evil.example:8765", False),
+        ("localhost.evil.example", False),
+        ("[::1]x", False),
+        ("[::2]:8765", False),
+        ("localhost:http", False),
+        ("", False),
+    ],
+)
+def test_the_host_is_checked(web: InProcess, host: str, allowed: bool) -> None:
+    response = web.get("/api/events", headers={**bearer(), "Host": host})
+    assert code(response) == ((200, None) if allowed else (403, "host_not_allowed"))
+
+
+def test_allowed_hosts_and_any_host(served: Store) -> None:
+    with serve(served, allowed_hosts=("journal.internal",)) as web:
+        assert (
+            code(web.get("/api/events", headers={**bearer(), "Host": "journal.internal:443"}))[0]
+            == 200
+        )
+        assert code(web.get("/api/events", headers={**bearer(), "Host": "localhost"}))[1] == (
+            "host_not_allowed"
+        )
+    with serve(served, allowed_hosts=("*",)) as web:
+        assert code(web.get("/api/events", headers={**bearer(), "Host": "anything"}))[0] == 200
+
+
+def test_a_foreign_origin_is_refused_and_cors_is_off_unless_configured(
+    web: InProcess, served: Store
+) -> None:
+    same = web.get("/api/events", headers={**bearer(), "Origin": "http://localhost"})
+    assert code(same) == (200, None) and "access-control-allow-origin" not in same.headers
+    for origin in ("http://evil.example", "https://localhost", "http://localhost:9", "null"):
+        refused = web.get("/api/events", headers={**bearer(), "Origin": origin})
+        assert code(refused) == (403, "origin_not_allowed"), origin
+    # Even a request that a token would admit, and the cookie exchange.
+    assert (
+        code(
+            web.request(
+                "POST", "/api/session", headers={**bearer(), "Origin": "http://evil.example"}
+            )
+        )[1]
+        == "origin_not_allowed"
+    )
+    with serve(served, cors_origins=("https://app.example",)) as cors:
+        allowed = cors.get("/api/events", headers={**bearer(), "Origin": "https://app.example"})
+        assert code(allowed) == (200, None)
+        assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+        assert allowed.headers["vary"] == "Origin"
+        preflight = cors.request(
+            "OPTIONS",
+            "/api/events",
+            headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET"},
+        )
+        assert preflight.status_code == 204
+        assert "authorization" in preflight.headers["access-control-allow-headers"]
+        other = cors.get("/api/events", headers={**bearer(), "Origin": "https://other.example"})
+        assert code(other) == (403, "origin_not_allowed")
+
+
+def test_a_workspace_token_sees_its_workspace_only(web: InProcess) -> None:
+    scoped = bearer(W2_TOKEN)
+
+    def answer(path: str) -> Any:
+        response = web.get(path, headers=scoped)
+        return code(response), response.json()
+
+    (status, page) = answer("/api/events?after_seq=0")
+    assert status == (200, None) and {e["session_id"] for e in page["events"]} == {"s-2"}
+    (status, page) = answer("/api/events?before_seq=9")
+    assert status == (200, None) and {e["session_id"] for e in page["events"]} == {"s-2"}
+    assert answer("/api/events?after_seq=0&workspace_id=w-1")[0] == (404, "not_found")
+    assert answer("/api/events?after_seq=0&session_id=s-1")[0] == (404, "not_found")
+    assert answer("/api/events/stream?session_id=s-1")[0] == (404, "not_found")
+    assert answer("/api/events/stream?workspace_id=w-1")[0] == (404, "not_found")
+    (status, page) = answer("/api/sessions")
+    assert [s["session"]["id"] for s in page["sessions"]] == ["s-2"]
+    assert answer("/api/sessions?workspace_id=w-1")[0] == (404, "not_found")
+    for path in ("", "/state", "/transcript", "/questions"):
+        assert answer(f"/api/sessions/s-1{path}")[0] == (404, "not_found")
+        assert answer(f"/api/sessions/s-2{path}")[0] == (200, None)
+    (status, found) = answer("/api/search?q=deploy")
+    assert {hit["session_id"] for hit in found["hits"]} == {"s-2"}
+    assert answer("/api/search?q=deploy&session_id=s-1")[0] == (404, "not_found")
+    assert answer("/api/status")[0] == (200, None)
+
+
+def test_the_settings_are_checked(served: Store) -> None:
+    with pytest.raises(InvalidRecord, match="tokens is empty"):
+        create_app(served)
+    with pytest.raises(InvalidRecord, match="42 characters"):
+        WebSettings(tokens={"a" * 42: None})
+    with pytest.raises(InvalidRecord, match="token must be text"):
+        WebSettings(tokens={"a" * 42 + " ": None})
+    with pytest.raises(InvalidRecord, match="workspace"):
+        WebSettings(tokens={ADMIN: "bad workspace"})
+    with pytest.raises(InvalidRecord, match="allowed_hosts"):
+        WebSettings(tokens=TOKENS, allowed_hosts=("http://x",))
+    with pytest.raises(InvalidRecord, match="cors_origins"):
+        WebSettings(tokens=TOKENS, cors_origins=("https://x/path",))
+    with pytest.raises(InvalidRecord, match="heartbeat_s"):
+        WebSettings(tokens=TOKENS, heartbeat_s=0)
+    with pytest.raises(InvalidRecord, match="max_streams"):
+        WebSettings(tokens=TOKENS, max_streams=0)
+    with pytest.raises(InvalidRecord, match="store must be"):
+        create_app("sqlite:///x.db", WebSettings(tokens=TOKENS))  # type: ignore[arg-type]
+    open_server = WebSettings(allow_no_token=True)
+    with InProcess(create_app(served, open_server)) as web:
+        assert web.get("/api/events").status_code == 200
