@@ -4,6 +4,7 @@ Server-Sent Events that keeps each frame's fields as sent."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -181,7 +182,10 @@ class ThreadServer:
             app, host=host, port=self.port, log_level="warning", timeout_graceful_shutdown=2
         )
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_until_complete, args=(self.server.serve(),), daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + 20
         while not self.server.started:

@@ -1,0 +1,75 @@
+"""`session-journal serve`'s refusals, before anything listens: no token on a host other
+clients reach, `--no-token` off loopback or beside a token, bad token files. And a loopback
+server without a token, which answers without one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from session_journal.cli import main
+from session_journal.web._serve import is_loopback
+from tests.web.client import ADMIN, LiveServer
+
+
+@pytest.fixture(autouse=True)
+def _no_token_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SESSION_JOURNAL_WEB_TOKEN", raising=False)
+
+
+def refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *arguments: str) -> str:
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    assert main(["--url", url, "serve", *arguments]) == 1
+    error = capsys.readouterr().err
+    assert not (tmp_path / "journal.db").exists()  # refused before the database is opened
+    return error
+
+
+def test_a_token_is_required(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "serve needs a token" in refused(tmp_path, capsys, "--host", "0.0.0.0")
+    assert "serve needs a token" in refused(tmp_path, capsys)
+
+
+def test_no_token_only_on_loopback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for host in ("0.0.0.0", "::", "192.0.2.1", "example.org"):
+        error = refused(tmp_path, capsys, "--host", host, "--no-token")
+        assert "only a loopback host" in error, host
+    monkeypatch.setenv("SESSION_JOURNAL_WEB_TOKEN", ADMIN)
+    assert "give one or the other" in refused(tmp_path, capsys, "--no-token")
+
+
+def test_bad_tokens_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SESSION_JOURNAL_WEB_TOKEN", "short")
+    assert "5 characters was refused" in refused(tmp_path, capsys)
+    monkeypatch.delenv("SESSION_JOURNAL_WEB_TOKEN")
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{ADMIN} w-1 extra\n")
+    assert "line 1: expected 'TOKEN [WORKSPACE]'" in refused(
+        tmp_path, capsys, "--token-file", str(tokens)
+    )
+    tokens.write_text("# nothing\n\n")
+    assert "holds no token" in refused(tmp_path, capsys, "--token-file", str(tokens))
+    tokens.write_text(f"{ADMIN} not/a/workspace\n")
+    assert "workspace" in refused(tmp_path, capsys, "--token-file", str(tokens))
+    missing = str(tmp_path / "missing")
+    assert "cannot be read" in refused(tmp_path, capsys, "--token-file", missing)
+
+
+def test_loopback_names() -> None:
+    assert [is_loopback(h) for h in ("127.0.0.1", "127.9.9.9", "::1", "[::1]", "localhost")] == [
+        True
+    ] * 5
+    assert [is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.org")] == [False] * 4
+
+
+def test_a_loopback_server_without_a_token(migrated_url: str, tmp_path: Path) -> None:
+    with LiveServer(migrated_url, tmp_path, "--no-token") as live:
+        answer = httpx.get(live.base + "/api/events")
+        assert answer.status_code == 200 and answer.json()["latest_seq"] == 0
+        assert live.terminate() == 0
