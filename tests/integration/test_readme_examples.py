@@ -31,17 +31,20 @@ code (each failure names the document and the block's line in it):
 from __future__ import annotations
 
 import configparser
+import contextlib
 import inspect
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import tomllib
 import traceback
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +60,9 @@ from session_journal.relay import RelayEvent
 from tests.backends import database_url, pg_conninfo
 from tests.docs import README, REPO, documents, relative
 from tests.helpers import as_older_code, table_counts
+from tests.web.client import LiveServer
+
+RECIPE_TOKEN = "r" * 43
 
 KINDS = ("python", "sh", "json", "ini", "text", "sql")
 
@@ -188,13 +194,22 @@ def test_the_python_blocks_run(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    with Store.open(url, upgrade=True) as store:
+    with Store.open(url, upgrade=True) as store, contextlib.ExitStack() as stack:
         # The first example opens (and closes) its own store on SQLite; the others use the
         # store of the test's backend, with the first example's session, as a reader who runs
         # a page's examples in one session would.
         store.sessions.save(SessionRecord(id="session-1", project_id="project-1"))
         namespaces: dict[Path, dict[str, object]] = {}
+        live: LiveServer | None = None
         for block in examples():
+            if block.path.name == "serving.md" and live is None:
+                # The client recipe follows a live server on this database, handed to it in
+                # the environment as a reader's deployment would.
+                live = stack.enter_context(
+                    LiveServer(url, tmp_path, env={"SESSION_JOURNAL_WEB_TOKEN": RECIPE_TOKEN})
+                )
+                monkeypatch.setenv("SESSION_JOURNAL_SERVER", live.base)
+                monkeypatch.setenv("SESSION_JOURNAL_WEB_TOKEN", RECIPE_TOKEN)
             namespace = namespaces.setdefault(block.path, {})
             namespace["store"] = store
             # Padded so that a traceback names the document's own line numbers.
@@ -323,9 +338,17 @@ def _check_layout(block: Block) -> None:
     assert named >= 20, f"{block.where}: the layout names only {named} paths"
 
 
+def _check_nginx(block: Block) -> None:
+    """The proxy settings of Serving the feed: what a stream needs of nginx."""
+    for setting in ("proxy_buffering off;", "proxy_cache off;", "gzip off;", "proxy_read_timeout"):
+        assert setting in block.text, f"{block.where}: {setting} is missing"
+    assert "proxy_pass http://127.0.0.1:8765;" in block.text, block.where
+
+
 TEXT_BLOCKS: dict[str, Callable[[Block], None]] = {
     # First line of the block -> how it is checked.
     "src/session_journal/": _check_layout,
+    "location /api/events/stream {": _check_nginx,
 }
 
 
@@ -501,7 +524,56 @@ def run_session_journal(
 ) -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["scripts"]["session-journal"] == "session_journal.cli:main"
+    if "serve" in words and command.expected_exit == 0:
+        _check_serve(command, words, shell, env)
+        return
     _run(command, [sys.executable, "-m", "session_journal", *words], shell, env)
+
+
+def _check_serve(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
+    """`session-journal serve ...` runs until stopped: it must start (on a free port instead of
+    the one shown; with a token of the test's unless the line serves without one or names a
+    token file, made if missing), answer `/healthz`, and exit 0 on SIGTERM within 3 s."""
+    words = list(words)
+    if "--port" in words:
+        words[words.index("--port") + 1] = "0"
+    else:
+        words += ["--port", "0"]
+    environment = dict(env)
+    if "--token-file" in words:
+        tokens = shell.directory / words[words.index("--token-file") + 1]
+        if not tokens.exists():
+            tokens.write_text("t" * 43 + "\n")
+    elif "--no-token" not in words:
+        environment["SESSION_JOURNAL_WEB_TOKEN"] = "t" * 43
+    process = subprocess.Popen(
+        [sys.executable, "-m", "session_journal", *words],
+        cwd=shell.directory,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        said = []
+        found = None
+        while found is None and len(said) < 50:  # uvicorn's lines come first
+            said.append(process.stdout.readline())
+            found = re.search(r"serving on (http://\S+)", said[-1])
+            if not said[-1]:
+                break  # it exited
+        if found is None:
+            command.fail("did not start: " + "".join(said)[-2000:])
+        with urllib.request.urlopen(found[1] + "/healthz", timeout=10) as answer:
+            assert answer.status == 200, command.where
+        process.send_signal(signal.SIGTERM)
+        if process.wait(3) != 0:
+            command.fail(f"exit {process.returncode} on SIGTERM")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
 
 
 def run_alembic(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
