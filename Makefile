@@ -60,6 +60,7 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/projection.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/journal.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/retention.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/web.py $(BENCH_ARGS)
 
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web,docs]'

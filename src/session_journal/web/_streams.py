@@ -43,8 +43,9 @@ from ._settings import WebSettings
 
 LOG = logging.getLogger("session_journal.web")
 
-COALESCE_S = 0.01
-"""Wake-ups of the streams are at most this far apart: each then sends all that is pending."""
+COALESCE_S = 0.002
+"""Wake-ups of the streams are at least this far apart under load (the first after a quiet
+spell goes at once): each stream then sends all that is pending in one write."""
 HUB_EVENTS = 20_000
 """The most recent frames the hub keeps (older ones are read from the database)."""
 PAGE = 1000
@@ -424,8 +425,12 @@ class StreamRoute:
                 try:
                     page = await events.load_json_events(stream.event_filter, stream.cursor, PAGE)
                 except CursorExpired as error:
-                    body = {"code": "cursor_expired", **await self._expired(error.cursor)}
-                    await self._send(send, [_control("expired", body)], settings.send_timeout_s)
+                    # The data is the 410 answer's document, as a client starting now gets it.
+                    expired = Problem(
+                        "cursor_expired", str(error), extra=await self._expired(error.cursor)
+                    )
+                    frame = b"event: expired\ndata: %s\n\n" % expired.body()
+                    await self._send(send, [frame], settings.send_timeout_s)
                     return "cursor_expired"
                 parts = [event_frame(_seq_of(text), text.encode()) for text in page.events]
                 if page.events:

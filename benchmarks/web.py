@@ -1,0 +1,565 @@
+"""Serving the feed over HTTP (`session_journal.web`): long-poll and stream latency, many
+clients, stalled readers, a reconnect storm, and JSON pages against a bare Starlette handler.
+
+Each row runs a server process (uvicorn, `create_app`) on a fresh database, a writer in another
+process (its CPU not counted) appending 300-byte bodies (`bench.BODY`) at a fixed rate, and the
+clients in one more process on raw asyncio sockets that check every id (a Python SSE parser
+cannot keep up). Latency is from the return of the writer's append (its commit) to the client's
+read of the frame (`time.monotonic`, system-wide on Linux). CPU is the server process's CPU
+seconds over the wall seconds of the measured window; RSS its peak (`VmHWM`).
+
+Rows (SQLite unless said):
+1. long-poll, commit to response: p50/p99, the writer in the server's process and in another
+   (also on PostgreSQL);
+2. 100 streams at 500 events/s: every event in order, p50/p99;
+3. 1,000 streams at 500 events/s: p50/p99, CPU, RSS;
+4. 50 stalled readers beside 100 live streams: RSS growth, live p50 against row 2;
+5. a reconnect storm: 1,000 streams each 1,000 events behind, time until all caught up;
+6. JSON pages of 10 events, 16 keep-alive clients: requests/s against a bare Starlette handler
+   making the same store call.
+Usage: `web.py [--quick] [--only sqlite|postgresql]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import re
+import resource
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from _databases import database
+from _harness import bench_arguments
+from bench import BODY, MESSAGE
+
+from session_journal import SessionRecord, Store
+
+TOKEN = "b" * 43
+SESSION = "web-bench-session"
+FULL = {"seconds": 20.0, "stalled_s": 60.0, "storm": 1000, "big": 1000, "pages_s": 5.0}
+QUICK = {"seconds": 4.0, "stalled_s": 8.0, "storm": 200, "big": 200, "pages_s": 1.5}
+_ID = re.compile(rb"id: (\d+)\nevent: api_event\n")
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+# -- the server process --------------------------------------------------------------------
+
+
+def serve(url: str, port: int, bare: bool, writer_rate: float, out: Any) -> None:
+    """uvicorn on `port`: the app of `create_app` (or, `bare`, one Starlette route making the
+    same store call); with `writer_rate`, a thread of this process appends at that rate and
+    sends the commit times to `out` when told to stop."""
+    import threading
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from session_journal.aio import AsyncStore
+    from session_journal.web import WebSettings, create_app
+
+    store = Store.open(url)
+    if bare:
+        view = AsyncStore.from_store(store)
+
+        async def events(request: Request) -> Response:
+            after = int(request.query_params["after_seq"])
+            limit = int(request.query_params["limit"])
+            return Response(
+                await view.events.load_json(None, after, limit), media_type="application/json"
+            )
+
+        app: Any = Starlette(routes=[Route("/api/events", events)])
+    else:
+        settings = WebSettings(
+            tokens={TOKEN: None}, max_streams=10_000, max_streams_per_token=10_000
+        )
+        app = create_app(store, settings)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=4096
+    )
+    server = uvicorn.Server(config)
+    times: list[float] = []
+    stop = threading.Event()
+
+    def append() -> None:  # on the app's own store: its commits wake the app in-process
+        while not server.started:
+            time.sleep(0.01)
+        time.sleep(1.0)  # the poller connects
+        pace(store, writer_rate, stop, times)
+
+    if writer_rate:
+        threading.Thread(target=append, daemon=True).start()
+
+    def watch() -> None:
+        out.get()  # anything: stop
+        stop.set()
+        time.sleep(0.1)
+        server.should_exit = True
+
+    threading.Thread(target=watch, daemon=True).start()
+    server.run()
+    out.put(times)
+    store.close()
+
+
+def pace(store: Store, rate: float, stop: Any, times: list[float]) -> None:
+    """Append one event every 1/rate seconds until `stop` is set; each commit's time."""
+    gap = 1.0 / rate
+    next_at = time.monotonic()
+    while not stop.is_set():
+        store.faults.record_startup_fault(SESSION, MESSAGE)
+        times.append(time.monotonic())
+        next_at += gap
+        wait = next_at - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+
+class Server:
+    """A server process and its measures."""
+
+    def __init__(self, url: str, *, bare: bool = False, writer_rate: float = 0.0) -> None:
+        self.port = free_port()
+        context = multiprocessing.get_context("spawn")
+        self.control = context.Queue()
+        self.process = context.Process(
+            target=serve, args=(url, self.port, bare, writer_rate, self.control)
+        )
+        self.process.start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.05)
+
+    def cpu(self) -> float:
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mb(self, key: str = "VmRSS") -> float:
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> list[float]:
+        self.control.put(None)
+        times: list[float] = self.control.get(timeout=30)
+        self.process.join(30)
+        return times
+
+
+# -- the writer process --------------------------------------------------------------------
+
+
+def write(url: str, rate: float, seconds: float, out: Any) -> None:
+    """Append at `rate` for `seconds`; the commit times to `out`."""
+    import threading
+
+    stop = threading.Event()
+    threading.Timer(seconds, stop.set).start()
+    times: list[float] = []
+    with Store.open(url) as store:
+        pace(store, rate, stop, times)
+    out.put(times)
+
+
+def run_writer(url: str, rate: float, seconds: float) -> tuple[Any, Any]:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    process = context.Process(target=write, args=(url, rate, seconds, out))
+    process.start()
+    return process, out
+
+
+# -- the clients process -------------------------------------------------------------------
+
+
+async def stream_client(
+    port: int, after: int, until: int, stalled: bool, seen: list[float], errors: list[str]
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        b"GET /api/events/stream HTTP/1.1\r\nHost: localhost\r\n"
+        b"Authorization: Bearer %s\r\nLast-Event-ID: %d\r\n\r\n" % (TOKEN.encode(), after)
+    )
+    await writer.drain()
+    if stalled:
+        await asyncio.sleep(10**6)
+    expected = after + 1
+    buffer = b""
+    loop = asyncio.get_running_loop()
+    try:
+        while expected <= until:
+            data = await reader.read(65536)
+            if not data:
+                errors.append(f"closed at {expected}")
+                return
+            now = loop.time()
+            buffer += data
+            end = buffer.rfind(b"\n\n")
+            if end < 0:
+                continue
+            complete, buffer = buffer[: end + 2], buffer[end + 2 :]
+            for match in _ID.finditer(complete):
+                seq = int(match[1])
+                if seq != expected:
+                    errors.append(f"expected {expected}, got {seq}")
+                    return
+                expected += 1
+                seen += (now, seq)
+    finally:
+        writer.close()
+
+
+def clients(
+    port: int, live: int, stalled: int, after: int, until: int, seconds: float, out: Any
+) -> None:
+    """`live` (and `stalled`) streams from `after`; each live one reads ids up to `until` or
+    for `seconds`: the (time, seq) pairs of each live stream's reads, and any error."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    async def main() -> tuple[list[list[float]], list[str]]:
+        seen: list[list[float]] = [[] for _ in range(live)]
+        errors: list[str] = []
+        tasks = [
+            asyncio.create_task(stream_client(port, after, until, False, seen[i], errors))
+            for i in range(live)
+        ]
+        tasks += [
+            asyncio.create_task(stream_client(port, after, until, True, [], errors))
+            for _ in range(stalled)
+        ]
+        await asyncio.wait(tasks[:live], timeout=seconds)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return seen, errors
+
+    seen, errors = asyncio.run(main())
+    out.put((seen, errors, time.monotonic()))
+
+
+def run_clients(*args: Any) -> tuple[Any, Any]:
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    process = context.Process(target=clients, args=(*args, out))
+    process.start()
+    return process, out
+
+
+# -- the rows --------------------------------------------------------------------------------
+
+
+def prepared(url: str, events: int = 0) -> int:
+    with Store.open(url, upgrade=True) as store:
+        store.sessions.save(SessionRecord(id=SESSION, project_id="bench"))
+        if events:
+            with store.unit_of_work() as uow:
+                for _ in range(events):
+                    uow.events.append(SESSION, 1, BODY)
+                uow.commit()
+        return store.events.latest_seq()
+
+
+def latencies(seen: list[list[float]], commits: list[float], base: int) -> list[float]:
+    """Per read event, ms from its commit (commit k is seq base + 1 + k) to its read."""
+    found = []
+    for pairs in seen:
+        for at, seq in zip(pairs[::2], pairs[1::2], strict=True):
+            index = int(seq) - base - 1
+            if 0 <= index < len(commits):
+                found.append((at - commits[index]) * 1000)
+    return found
+
+
+def open_streams(port: int) -> int:
+    """How many streams the server holds open (`/api/status`)."""
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/status", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        streams: int = json.load(answer)["streams"]
+        return streams
+
+
+def streams_row(
+    backend: str, live: int, stalled: int, rate: float, seconds: float
+) -> dict[str, Any]:
+    """`live` and `stalled` streams while a writer appends at `rate` for `seconds`."""
+    with database(backend, "streams") as url:
+        base = prepared(url)
+        server = Server(url)
+        until = base + int(rate * seconds) + 1000  # past the end: the clients stop on time
+        client, out = run_clients(server.port, live, stalled, base, until, seconds + 5 + live / 100)
+        deadline = time.monotonic() + 60
+        while open_streams(server.port) < live + stalled:
+            assert time.monotonic() < deadline, "the streams did not open"
+            time.sleep(0.1)
+        rss_before = server.rss_mb()
+        cpu_before, began = server.cpu(), time.monotonic()
+        writer, commits_out = run_writer(url, rate, seconds)
+        commits = commits_out.get(timeout=seconds + 60)
+        cpu = (server.cpu() - cpu_before) / (time.monotonic() - began)
+        writer.join()
+        seen, errors, _ = out.get(timeout=seconds + 120)
+        rss_peak, rss_after = server.rss_mb("VmHWM"), server.rss_mb()
+        client.join()
+        server.stop()
+    values = latencies(seen, commits, base)
+    wanted = list(range(base + 1, base + 1 + len(commits)))
+    complete = not errors and all([int(seq) for seq in pairs[1::2]] == wanted for pairs in seen)
+    return {
+        "p50": percentile(values, 0.5),
+        "p99": percentile(values, 0.99),
+        "cpu": cpu,
+        "rss": rss_peak,
+        "growth": rss_after - rss_before,
+        "complete": complete,
+        "errors": errors[:3],
+        "rate": len(commits) / seconds,
+    }
+
+
+def storm_row(backend: str, count: int, behind: int) -> dict[str, Any]:
+    with database(backend, "storm") as url:
+        latest = prepared(url, events=behind + 10)
+        server = Server(url)
+        began = time.monotonic()
+        client, out = run_clients(server.port, count, 0, latest - behind, latest, 120.0)
+        seen, errors, _ = out.get(timeout=180)
+        ended = max((pairs[-2] for pairs in seen if pairs), default=began)
+        client.join()
+        server.stop()
+    complete = not errors and all(len(pairs) == 2 * behind for pairs in seen)
+    return {"seconds": ended - began, "complete": complete, "errors": errors[:3]}
+
+
+def long_poll(port: int, after: int, count: int, out: Any) -> None:
+    import httpx
+
+    got: list[tuple[int, float, float]] = []
+    with httpx.Client(
+        base_url=f"http://127.0.0.1:{port}",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=60,
+    ) as client:
+        cursor = after
+        while len(got) < count:
+            sent = time.monotonic()
+            page = client.get("/api/events", params={"after_seq": cursor, "wait": 30}).json()
+            now = time.monotonic()
+            for event in page["events"]:
+                got.append((event["seq"], now, sent))
+            cursor = page["next_after_seq"]
+    out.put(got)
+
+
+def long_poll_row(backend: str, in_process: bool, samples: int) -> dict[str, Any]:
+    rate = 20.0
+    with database(backend, "poll") as url:
+        base = prepared(url)
+        server = Server(url, writer_rate=rate if in_process else 0.0)
+        context = multiprocessing.get_context("spawn")
+        out = context.Queue()
+        poller = context.Process(target=long_poll, args=(server.port, base, samples, out))
+        poller.start()
+        if in_process:
+            got = out.get(timeout=samples / rate + 60)
+            commits = server.stop()
+        else:
+            time.sleep(1.0)
+            writer, commits_out = run_writer(url, rate, samples / rate + 1.0)
+            got = out.get(timeout=samples / rate + 60)
+            commits = commits_out.get(timeout=60)
+            writer.join()
+            server.stop()
+        poller.join()
+    # Only the events that committed while a poll waited (not ones it found at once).
+    values = [
+        (at - commits[seq - base - 1]) * 1000
+        for seq, at, sent in got
+        if seq - base - 1 < len(commits) and commits[seq - base - 1] > sent
+    ]
+    return {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99)}
+
+
+async def page_client(
+    port: int, path: bytes, seconds: float, counts: list[int], bare: bool
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    auth = b"" if bare else b"Authorization: Bearer %s\r\n" % TOKEN.encode()
+    request = b"GET %s HTTP/1.1\r\nHost: localhost\r\n%s\r\n" % (path, auth)
+    deadline = time.monotonic() + seconds
+    done = 0
+    while time.monotonic() < deadline:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(re.search(rb"content-length: (\d+)", head, re.I)[1])  # type: ignore[index]
+        await reader.readexactly(length)
+        assert head.startswith(b"HTTP/1.1 200"), head
+        done += 1
+    counts.append(done)
+    writer.close()
+
+
+def pages_clients(port: int, path: bytes, seconds: float, bare: bool, out: Any) -> None:
+    async def main() -> list[int]:
+        counts: list[int] = []
+        await asyncio.gather(*(page_client(port, path, seconds, counts, bare) for _ in range(16)))
+        return counts
+
+    out.put(sum(asyncio.run(main())) / seconds)
+
+
+def pages_row(backend: str, seconds: float) -> dict[str, Any]:
+    with database(backend, "pages") as url:
+        latest = prepared(url, events=10_000)
+        path = b"/api/events?after_seq=%d&limit=10" % (latest - 500)
+        rates: dict[bool, list[float]] = {True: [], False: []}
+        servers = {bare: Server(url, bare=bare) for bare in (False, True)}
+        context = multiprocessing.get_context("spawn")
+        for _ in range(3):  # alternating rounds
+            for bare in (False, True):
+                out = context.Queue()
+                process = context.Process(
+                    target=pages_clients, args=(servers[bare].port, path, seconds, bare, out)
+                )
+                process.start()
+                rates[bare].append(out.get(timeout=seconds + 60))
+                process.join()
+        for server in servers.values():
+            server.stop()
+    app, bare_rate = statistics.median(rates[False]), statistics.median(rates[True])
+    return {"app": app, "bare": bare_rate, "ratio": app / bare_rate}
+
+
+Line = tuple[str, str, str, str]  # backend, measure, figure, target and verdict
+
+
+def line(backend: str, measure: str, figure: str, target: str, ok: bool) -> Line:
+    return (backend, measure, figure, f"{target}: {'PASS' if ok else 'MISS'}")
+
+
+def stream_lines(scale: dict[str, Any]) -> list[Line]:
+    seconds, big, count = scale["seconds"], scale["big"], scale["storm"]
+    lines = []
+    alone = streams_row("sqlite", 100, 0, 500.0, seconds)
+    p50, p99, done = alone["p50"], alone["p99"], alone["complete"]
+    lines.append(
+        line(
+            "sqlite",
+            f"100 streams, 500 events/s ({alone['rate']:.0f} written)",
+            f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, every event in order: {done} {alone['errors']}",
+            "p50 <= 5 ms, p99 <= 30 ms",
+            done and p50 <= 5 and p99 <= 30,
+        )
+    )
+    many = streams_row("sqlite", big, 0, 500.0, seconds)
+    fits = many["cpu"] <= 1 and many["rss"] <= 200
+    lines.append(
+        line(
+            "sqlite",
+            f"{big:,} streams, 500 events/s ({many['rate']:.0f} written)",
+            f"p50 {many['p50']:.1f} ms, p99 {many['p99']:.1f} ms, CPU {many['cpu']:.2f} core, "
+            f"RSS {many['rss']:.0f} MB, every event in order: {many['complete']} {many['errors']}",
+            "p50 <= 30 ms, p99 <= 250 ms, <= 1 core, <= 200 MB",
+            many["complete"] and many["p50"] <= 30 and many["p99"] <= 250 and fits,
+        )
+    )
+    stalled = streams_row("sqlite", 100, 50, 500.0, scale["stalled_s"])
+    lines.append(
+        line(
+            "sqlite",
+            f"50 stalled beside 100 live, {scale['stalled_s']:g} s",
+            f"RSS growth {stalled['growth']:.1f} MB, live p50 {stalled['p50']:.1f} ms "
+            f"(alone {p50:.1f}), every event in order: {stalled['complete']}",
+            "growth <= 20 MB, p50 at most doubles",
+            stalled["complete"] and stalled["growth"] <= 20 and stalled["p50"] <= 2 * p50,
+        )
+    )
+    storm = storm_row("sqlite", count, 1000)
+    lines.append(
+        line(
+            "sqlite",
+            f"reconnect storm, {count:,} streams 1,000 events behind",
+            f"caught up in {storm['seconds']:.1f} s, every event: {storm['complete']}"
+            f" {storm['errors']}",
+            "<= 10 s, no loss",
+            storm["complete"] and storm["seconds"] <= 10,
+        )
+    )
+    pages = pages_row("sqlite", scale["pages_s"])
+    lines.append(
+        line(
+            "sqlite",
+            "JSON pages of 10 events, 16 keep-alive clients",
+            f"{pages['app']:.0f} req/s; bare Starlette {pages['bare']:.0f}: {pages['ratio']:.2f}x",
+            ">= 0.8x, >= 2,000 req/s",
+            pages["ratio"] >= 0.8 and pages["app"] >= 2000,
+        )
+    )
+    return lines
+
+
+def main(argv: list[str]) -> None:
+    arguments = bench_arguments(__doc__, argv)
+    scale = QUICK if arguments.quick else FULL
+    backends = [b for b in ("sqlite", "postgresql") if arguments.only in (None, b)]
+    lines: list[Line] = []
+    for backend in backends:
+        for in_process in (True, False):
+            row = long_poll_row(backend, in_process, int(scale["seconds"] * 20))
+            target = 5.0 if in_process else 10.0
+            where = "the writer in the server" if in_process else "the writer in another process"
+            lines.append(
+                line(
+                    backend,
+                    f"long-poll, commit to response, {where}",
+                    f"p50 {row['p50']:.1f} ms, p99 {row['p99']:.1f} ms",
+                    f"p50 <= {target:g} ms, p99 <= 25 ms",
+                    row["p50"] <= target and row["p99"] <= 25,
+                )
+            )
+    if "sqlite" in backends:
+        lines += stream_lines(scale)
+    print(
+        f"\n## web.py ({'quick' if arguments.quick else 'full'}), load {os.getloadavg()[0]:.2f}\n"
+    )
+    print("| backend | measure | figure | target |")
+    print("| --- | --- | --- | --- |")
+    for each in lines:
+        print("| " + " | ".join(each) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
