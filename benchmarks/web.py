@@ -5,7 +5,8 @@ Each row runs a server process (uvicorn, `create_app`) on a fresh database, a wr
 process (its CPU not counted) appending 300-byte bodies (`bench.BODY`) at a fixed rate, and the
 clients in one more process on raw asyncio sockets that check every id (a Python SSE parser
 cannot keep up). Latency is from the return of the writer's append (its commit) to the client's
-read of the frame (`time.monotonic`, system-wide on Linux). CPU is the server process's CPU
+read of the frame (per read of a socket, its oldest frame: the read's longest latency;
+`time.monotonic`, system-wide on Linux). CPU is the server process's CPU
 seconds over the wall seconds of the measured window; RSS its peak (`VmHWM`).
 
 Rows (SQLite unless said):
@@ -200,41 +201,56 @@ def run_writer(url: str, rate: float, seconds: float) -> tuple[Any, Any]:
 # -- the clients process -------------------------------------------------------------------
 
 
-async def stream_client(
-    port: int, after: int, until: int, stalled: bool, seen: list[float], errors: list[str]
-) -> None:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(
-        b"GET /api/events/stream HTTP/1.1\r\nHost: localhost\r\n"
-        b"Authorization: Bearer %s\r\nLast-Event-ID: %d\r\n\r\n" % (TOKEN.encode(), after)
-    )
-    await writer.drain()
-    if stalled:
-        await asyncio.sleep(10**6)
-    expected = after + 1
-    buffer = b""
-    loop = asyncio.get_running_loop()
-    try:
-        while expected <= until:
-            data = await reader.read(65536)
-            if not data:
-                errors.append(f"closed at {expected}")
-                return
-            now = loop.time()
-            buffer += data
-            end = buffer.rfind(b"\n\n")
-            if end < 0:
-                continue
-            complete, buffer = buffer[: end + 2], buffer[end + 2 :]
-            for match in _ID.finditer(complete):
-                seq = int(match[1])
-                if seq != expected:
-                    errors.append(f"expected {expected}, got {seq}")
-                    return
-                expected += 1
-                seen += (now, seq)
-    finally:
-        writer.close()
+class StreamClient(asyncio.Protocol):
+    """One stream on a raw socket (an asyncio protocol: no task, no await per read): checks
+    that the ids come in order, one after another, and records each read's time, first id and
+    count; a stalled one never reads (its socket's buffer fills and the server's send blocks)."""
+
+    def __init__(self, after: int, until: int, stalled: bool, errors: list[str]) -> None:
+        self.expected = after + 1
+        self.until = until
+        self.stalled = stalled
+        self.errors = errors
+        self.reads: list[float] = []
+        self.stopping = False  # closed by the bench, at its end
+        self.buffer = b""
+        self.done = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.write(
+            b"GET /api/events/stream HTTP/1.1\r\nHost: localhost\r\n"
+            b"Authorization: Bearer %s\r\nLast-Event-ID: %d\r\n\r\n"
+            % (TOKEN.encode(), self.expected - 1)
+        )
+        if self.stalled:
+            transport.pause_reading()
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        buffer = self.buffer + data
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            self.buffer = buffer
+            return
+        complete, self.buffer = buffer[: end + 2], buffer[end + 2 :]
+        ids = list(map(int, _ID.findall(complete)))
+        if not ids:
+            return
+        if ids != list(range(self.expected, self.expected + len(ids))):
+            self.errors.append(f"expected {self.expected}.., got {ids[:3]}..")
+            self.transport.close()
+            return
+        self.expected += len(ids)
+        self.reads += (now, ids[0], len(ids))  # the read's oldest event: its latency is the most
+        if self.expected > self.until and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if not self.done.done():
+            if not self.stalled and not self.stopping:
+                self.errors.append(f"closed at {self.expected}")
+            self.done.set_result(None)
 
 
 def clients(
@@ -246,23 +262,22 @@ def clients(
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
     async def main() -> tuple[list[list[float]], list[str]]:
-        seen: list[list[float]] = [[] for _ in range(live)]
+        loop = asyncio.get_running_loop()
         errors: list[str] = []
-        tasks = [
-            asyncio.create_task(stream_client(port, after, until, False, seen[i], errors))
-            for i in range(live)
-        ]
-        tasks += [
-            asyncio.create_task(stream_client(port, after, until, True, [], errors))
-            for _ in range(stalled)
-        ]
-        await asyncio.wait(tasks[:live], timeout=seconds)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        return seen, errors
+        streams = []
+        for index in range(live + stalled):
+            stream = StreamClient(after, until, index >= live, errors)
+            await loop.create_connection(lambda s=stream: s, "127.0.0.1", port)  # type: ignore[misc]
+            streams.append(stream)
+        await asyncio.wait([s.done for s in streams[:live]], timeout=seconds)
+        for stream in streams:
+            stream.stopping = True
+            stream.transport.close()
+        return [stream.reads for stream in streams[:live]], errors
 
-    seen, errors = asyncio.run(main())
+    import uvloop
+
+    seen, errors = uvloop.run(main())
     out.put((seen, errors, time.monotonic()))
 
 
@@ -291,12 +306,17 @@ def prepared(url: str, events: int = 0) -> int:
 def latencies(seen: list[list[float]], commits: list[float], base: int) -> list[float]:
     """Per read event, ms from its commit (commit k is seq base + 1 + k) to its read."""
     found = []
-    for pairs in seen:
-        for at, seq in zip(pairs[::2], pairs[1::2], strict=True):
+    for reads in seen:
+        for at, seq in zip(reads[::3], reads[1::3], strict=True):
             index = int(seq) - base - 1
             if 0 <= index < len(commits):
                 found.append((at - commits[index]) * 1000)
     return found
+
+
+def received(reads: list[float]) -> int:
+    """How many events a stream read (each read: time, first seq, count; checked in order)."""
+    return int(sum(reads[2::3]))
 
 
 def open_streams(port: int) -> int:
@@ -336,8 +356,7 @@ def streams_row(
         client.join()
         server.stop()
     values = latencies(seen, commits, base)
-    wanted = list(range(base + 1, base + 1 + len(commits)))
-    complete = not errors and all([int(seq) for seq in pairs[1::2]] == wanted for pairs in seen)
+    complete = not errors and all(received(reads) == len(commits) for reads in seen)
     return {
         "p50": percentile(values, 0.5),
         "p99": percentile(values, 0.99),
@@ -357,10 +376,10 @@ def storm_row(backend: str, count: int, behind: int) -> dict[str, Any]:
         began = time.monotonic()
         client, out = run_clients(server.port, count, 0, latest - behind, latest, 120.0)
         seen, errors, _ = out.get(timeout=180)
-        ended = max((pairs[-2] for pairs in seen if pairs), default=began)
+        ended = max((reads[-3] for reads in seen if reads), default=began)
         client.join()
         server.stop()
-    complete = not errors and all(len(pairs) == 2 * behind for pairs in seen)
+    complete = not errors and all(received(reads) == behind for reads in seen)
     return {"seconds": ended - began, "complete": complete, "errors": errors[:3]}
 
 

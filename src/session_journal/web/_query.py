@@ -6,12 +6,15 @@ import math
 import re
 from urllib.parse import parse_qsl
 
-from session_journal import ApiEventFilter, InvalidRecord
+from pydantic import ValidationError
+
+from session_journal import ApiEventFilter
 
 from ._problems import bad_request, not_found
 
 MAX_SEQ = 2**63 - 1
 _DIGITS = re.compile(r"[0-9]{1,19}")
+_NO_FILTER = ApiEventFilter()
 
 
 class Query:
@@ -82,18 +85,21 @@ class Query:
         workspace = self.text("workspace_id")
         workspace = scoped_workspace(workspace, bound_workspace)
         types = self.values.get("type")
+        session_id = self.text("session_id")
+        if session_id is None and workspace is None and types is None:
+            return _NO_FILTER
         arguments = {
-            "session_id": self.text("session_id"),
+            "session_id": session_id,
             "workspace_id": workspace,
             "types": None if types is None else tuple(types),
         }
-        for name, value in arguments.items():
-            try:
-                ApiEventFilter.model_validate({name: value})
-            except ValueError as error:
-                parameter = "type" if name == "types" else name
-                raise bad_request(parameter, _first_error(error)) from None
-        return ApiEventFilter(**arguments)
+        try:
+            return ApiEventFilter.model_validate(arguments)
+        except ValidationError as error:
+            first = error.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else "query"
+            parameter = "type" if name == "types" else name
+            raise bad_request(parameter, str(first["msg"]).removeprefix("Value error, ")) from None
 
 
 def digits(name: str, value: str) -> int:
@@ -113,13 +119,3 @@ def scoped_workspace(asked: str | None, bound: str | None) -> str | None:
     if asked is not None and asked != bound:
         raise not_found(f"workspace {asked[:140]!r}")
     return bound
-
-
-def _first_error(error: ValueError) -> str:
-    """A pydantic validation error's first message (or the error's text)."""
-    errors = getattr(error, "errors", None)
-    if callable(errors):
-        listed = errors()
-        if listed:
-            return str(listed[0].get("msg", error))
-    return str(error) if not isinstance(error, InvalidRecord) else error.args[0]

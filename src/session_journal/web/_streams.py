@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import re
 import time
@@ -43,9 +44,15 @@ from ._settings import WebSettings
 
 LOG = logging.getLogger("session_journal.web")
 
-COALESCE_S = 0.002
+COALESCE_S = (0.002, 0.01)
 """Wake-ups of the streams are at least this far apart under load (the first after a quiet
-spell goes at once): each stream then sends all that is pending in one write."""
+spell goes at once), from the first figure with few streams to the second with a thousand or
+more (each wake-up costs every stream a write): each stream sends all that is pending at once."""
+PER_STREAM_S = 10e-6
+"""How much a wake-up's spacing grows with each open stream (within `COALESCE_S`)."""
+TICK_S = 0.25
+"""How often the hub looks for streams due a heartbeat, a progress frame or rotation, or stuck
+in a send past `send_timeout_s` (streams hold no timer of their own)."""
 HUB_EVENTS = 20_000
 """The most recent frames the hub keeps (older ones are read from the database)."""
 PAGE = 1000
@@ -106,6 +113,9 @@ class _Stream:
     opened: float = field(default_factory=time.monotonic)
     waker: asyncio.Future[None] | None = None
     closing: str | None = None  # why it ends, once it must
+    due: float = math.inf  # when it must send without an event (heartbeat, progress, rotation)
+    sending_since: float = 0.0  # when its send in progress began (0: none)
+    task: asyncio.Task[Any] | None = None  # what serves it (cancelled by a send timeout)
 
     def wake(self) -> None:
         if self.waker is not None and not self.waker.done():
@@ -136,6 +146,9 @@ class _Hub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started: asyncio.Event | None = None
         self._follower: AsyncFollower | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._joined: dict[int, bytes] = {}  # cursor -> the frames after it, joined, at:
+        self._joined_at = -1  # the `hi` they were joined at
 
     async def start(self) -> None:
         """Follow the log from its frontier now, unless already following on this loop."""
@@ -144,6 +157,7 @@ class _Hub:
             self.stop()
             self._loop, self._started = loop, asyncio.Event()
             self._task = loop.create_task(self._run(), name="session-journal web hub")
+            self._ticker = loop.create_task(self._tick(), name="session-journal web ticker")
         assert self._started is not None
         await self._started.wait()
 
@@ -152,10 +166,25 @@ class _Hub:
         self.running = False
         if self._follower is not None:
             self._follower.close()  # its `async for` ends; the task then ends by itself
-        task, self._task = self._task, None
-        if task is not None and not task.done() and self._loop is not None:
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
-                self._loop.call_soon_threadsafe(task.cancel)
+        tasks, self._task, self._ticker = (self._task, self._ticker), None, None
+        for task in tasks:
+            if task is not None and not task.done() and self._loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
+                    self._loop.call_soon_threadsafe(task.cancel)
+
+    async def _tick(self) -> None:
+        """Wake the streams due a frame without an event; end those stuck in a send."""
+        timeout = self.settings.send_timeout_s
+        while True:
+            await asyncio.sleep(TICK_S)
+            now = time.monotonic()
+            for stream in list(self.streams):
+                if stream.sending_since and now - stream.sending_since > timeout:
+                    if stream.closing is None and stream.task is not None:
+                        stream.closing = "send_timeout"
+                        stream.task.cancel()
+                elif stream.due <= now:
+                    stream.wake()
 
     async def _run(self) -> None:
         assert self._started is not None
@@ -188,6 +217,7 @@ class _Hub:
             stream.wake()
 
     async def _follow(self, follower: AsyncFollower) -> None:
+        low, high = COALESCE_S
         last_wake = 0.0
         async for page in follower:
             if page.pruned_through > self.pruned:
@@ -200,7 +230,8 @@ class _Hub:
             self.hi = page.next_after_seq
             if len(self.seqs) > HUB_EVENTS:
                 self._trim(len(self.seqs) - HUB_EVENTS // 2)
-            wait = last_wake + COALESCE_S - time.monotonic()
+            spacing = min(high, max(low, len(self.streams) * PER_STREAM_S))
+            wait = last_wake + spacing - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)  # what commits meanwhile joins this wake-up
             last_wake = time.monotonic()
@@ -208,6 +239,7 @@ class _Hub:
                 stream.wake()
 
     def _reset(self, cursor: int) -> None:
+        self._joined = {}
         self.seqs, self.sessions, self.types, self.frames = [], [], [], []
         self.lo = self.hi = cursor
 
@@ -219,6 +251,7 @@ class _Hub:
     def _trim(self, count: int) -> None:
         if count <= 0:
             return
+        self._joined = {}
         self.lo = self.seqs[count - 1]
         del self.seqs[:count], self.sessions[:count], self.types[:count], self.frames[:count]
 
@@ -234,11 +267,18 @@ class _Hub:
     def frames_after(self, stream: _Stream) -> tuple[list[bytes], int]:
         """The frames after the stream's cursor that its filter admits, and the cursor past
         every frame the hub holds (or the stream's own, when it is ahead of the hub)."""
-        start = bisect_right(self.seqs, stream.cursor)
         wanted = stream.event_filter
         session, types = wanted.session_id, wanted.types
         if session is None and types is None:
-            return self.frames[start:], max(self.hi, stream.cursor)
+            # Streams at one cursor share one write (most streams are at the last one).
+            joined = self._joined.get(stream.cursor)
+            if joined is None or self._joined_at != self.hi:
+                if self._joined_at != self.hi:
+                    self._joined, self._joined_at = {}, self.hi
+                start = bisect_right(self.seqs, stream.cursor)
+                joined = self._joined[stream.cursor] = b"".join(self.frames[start:])
+            return ([joined] if joined else []), max(self.hi, stream.cursor)
+        start = bisect_right(self.seqs, stream.cursor)
         frames = [
             self.frames[i]
             for i in range(start, len(self.seqs))
@@ -378,10 +418,19 @@ class StreamRoute:
         retry = int(RETRY_MS * random.uniform(0.5, 1.5))
         opening = b"retry: %d\n\n" % retry + _control("ready", ready)
         watcher = asyncio.create_task(_watch_disconnect(receive, stream))
+        stream.task = asyncio.current_task()
         reason = "error"
         try:
             reason = await self._pump(stream, first, opening, send)
-        except TimeoutError:
+        except asyncio.CancelledError:
+            if stream.closing != "send_timeout":
+                raise  # the server's own cancellation
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            reason = "send_timeout"
+            return  # the client takes nothing: no goodbye
+        except TimeoutError:  # the goodbye of a stopping server was not taken in time
             reason = "send_timeout"
         except OSError:
             reason = "client_gone"
@@ -411,15 +460,16 @@ class StreamRoute:
             if stream.closing is not None:
                 if stream.closing in ("shutdown", "store_closed"):
                     parts.append(_control("shutdown", {}))
-                    await self._send(send, parts, 1.0)
+                    async with asyncio.timeout(1.0):  # as the server stops: no longer
+                        await self._send(send, stream, parts)
                 return stream.closing
             if parts:
                 last_sent = time.monotonic()
-                await self._send(send, parts, settings.send_timeout_s)
+                await self._send(send, stream, parts)
                 parts = []
             now = time.monotonic()
             if now >= rotate_at:
-                await self._send(send, [_control("rotate", {})], settings.send_timeout_s)
+                await self._send(send, stream, [_control("rotate", {})])
                 return "rotate"
             if behind or not hub.serves(stream):
                 try:
@@ -430,7 +480,7 @@ class StreamRoute:
                         "cursor_expired", str(error), extra=await self._expired(error.cursor)
                     )
                     frame = b"event: expired\ndata: %s\n\n" % expired.body()
-                    await self._send(send, [frame], settings.send_timeout_s)
+                    await self._send(send, stream, [frame])
                     return "cursor_expired"
                 parts = [event_frame(_seq_of(text), text.encode()) for text in page.events]
                 if page.events:
@@ -455,23 +505,24 @@ class StreamRoute:
             due = min(last_sent + settings.heartbeat_s, rotate_at)
             if filtered and stream.cursor > sent_cursor:
                 due = min(due, last_progress + PROGRESS_S)
-            wait = due - time.monotonic()
-            if wait <= 0:
+            if due <= time.monotonic():
                 parts = [b": heartbeat\n\n"]
                 hub.heartbeats += 1
                 continue
+            stream.due = due  # the hub's ticker wakes it then, if nothing does before
             stream.waker = loop.create_future()
             try:
-                async with asyncio.timeout(wait):
-                    await stream.waker
-            except TimeoutError:
-                pass
+                await stream.waker
             finally:
                 stream.waker = None
 
-    async def _send(self, send: Send, parts: list[bytes], timeout: float) -> None:
-        async with asyncio.timeout(timeout):
+    async def _send(self, send: Send, stream: _Stream, parts: list[bytes]) -> None:
+        """One write; the hub's ticker ends the stream if it takes over `send_timeout_s`."""
+        stream.sending_since = time.monotonic()
+        try:
             await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
+        finally:
+            stream.sending_since = 0.0
 
 
 def _frame_seq(frame: bytes) -> int:
