@@ -160,10 +160,15 @@ def test_a_foreign_origin_is_refused_and_cors_is_off_unless_configured(
 
 
 def test_a_workspace_token_sees_its_workspace_only(web: InProcess) -> None:
+    workspace_scoping(web.get)
+
+
+def workspace_scoping(get: Any) -> None:
+    """Every endpoint, for a token bound to w-2 (`get(path, headers=...)`: any client)."""
     scoped = bearer(W2_TOKEN)
 
     def answer(path: str) -> Any:
-        response = web.get(path, headers=scoped)
+        response = get(path, headers=scoped)
         return code(response), response.json()
 
     (status, page) = answer("/api/events?after_seq=0")

@@ -20,6 +20,7 @@ from session_journal import ApiEventFilter, Store
 from tests.helpers import append_raw
 from tests.web.client import ADMIN, W2_TOKEN, Frame, LiveServer, bearer, fault, frames
 from tests.web.scenario import controller
+from tests.web.test_guard import workspace_scoping
 
 pytestmark = pytest.mark.slow
 
@@ -280,3 +281,8 @@ def test_hosts_origins_and_tokens_on_a_live_server(
     with LiveServer(migrated_url, tmp_path, host="::1", token_lines=TOKEN_LINES) as six:
         answer = httpx.get(six.base + "/api/events", headers=bearer())
         assert answer.status_code == 200 and answer.json()["latest_seq"] == 2
+
+
+def test_a_workspace_token_on_a_live_server(writer: Store, live: LiveServer) -> None:
+    with httpx.Client(base_url=live.base, timeout=10) as client:
+        workspace_scoping(client.get)
