@@ -38,6 +38,8 @@ def test_no_token_only_on_loopback(
     for host in ("0.0.0.0", "::", "192.0.2.1", "example.org"):
         error = refused(tmp_path, capsys, "--host", host, "--no-token")
         assert "only a loopback host" in error, host
+    error = refused(tmp_path, capsys, "--no-token", "--allowed-host", "*")
+    assert "must check the Host header" in error
     monkeypatch.setenv("SESSION_JOURNAL_WEB_TOKEN", ADMIN)
     assert "give one or the other" in refused(tmp_path, capsys, "--no-token")
 
@@ -57,6 +59,8 @@ def test_bad_tokens_are_refused(
     assert "holds no token" in refused(tmp_path, capsys, "--token-file", str(tokens))
     tokens.write_text(f"{ADMIN} not/a/workspace\n")
     assert "workspace" in refused(tmp_path, capsys, "--token-file", str(tokens))
+    tokens.write_text(f"{ADMIN} w-1\n{ADMIN}\n")  # the second line would widen it
+    assert "listed twice" in refused(tmp_path, capsys, "--token-file", str(tokens))
     missing = str(tmp_path / "missing")
     assert "cannot be read" in refused(tmp_path, capsys, "--token-file", missing)
 

@@ -188,7 +188,7 @@ def workspace_scoping(get: Any) -> None:
     (status, found) = answer("/api/search?q=deploy")
     assert {hit["session_id"] for hit in found["hits"]} == {"s-2"}
     assert answer("/api/search?q=deploy&session_id=s-1")[0] == (404, "not_found")
-    assert answer("/api/status")[0] == (200, None)
+    assert answer("/api/status")[0] == (404, "not_found")  # server-wide: not for w-2
 
 
 def test_the_settings_are_checked(served: Store) -> None:
@@ -213,3 +213,36 @@ def test_the_settings_are_checked(served: Store) -> None:
     open_server = WebSettings(allow_no_token=True)
     with InProcess(create_app(served, open_server)) as web:
         assert web.get("/api/events").status_code == 200
+
+
+def test_another_applications_cookie_does_not_hide_ours(web: InProcess) -> None:
+    # Cookies ignore ports: another application on this host may set any cookie.
+    for other in ('prefs={"theme":"dark"}', "a=b=c", "junk", 'x="unterminated'):
+        cookie = {"Cookie": f"{other}; session_journal_token={ADMIN}; z=1"}
+        assert code(web.get("/api/events", headers=cookie)) == (200, None), other
+
+
+def test_under_a_mount_prefix(served: Store) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    feed = create_app(served, WebSettings(tokens=TOKENS))
+    with InProcess(Starlette(routes=[Mount("/journal", app=feed)])) as web:
+        assert code(web.get("/journal/healthz")) == (200, None)  # no token there
+        assert code(web.get("/journal/api/events", headers=bearer())) == (200, None)
+        assert code(web.get("/journal/api/events")) == (401, "unauthorized")
+        with_cookie = {"Cookie": f"session_journal_token={ADMIN}"}
+        assert code(web.get("/journal/api/events", headers=with_cookie)) == (200, None)
+        # The cookie is made from the header's token only, under the prefix too.
+        made = web.request("POST", "/journal/api/session", headers=with_cookie)
+        assert code(made) == (401, "unauthorized")
+
+
+def test_refusals_carry_cors_headers_and_slashes_do_not_redirect(served: Store) -> None:
+    with serve(served, cors_origins=("https://app.example",)) as web:
+        refused = web.get("/api/events", headers={"Origin": "https://app.example"})
+        assert code(refused) == (401, "unauthorized")
+        assert refused.headers["access-control-allow-origin"] == "https://app.example"
+        assert refused.headers["vary"] == "Origin"
+        assert code(web.get("/api/events/", headers=bearer())) == (404, "not_found")
+        assert code(web.get("/healthz/", headers=bearer())) == (404, "not_found")

@@ -151,13 +151,40 @@ def test_frames_are_ascii_json_equal_to_the_page(served: Store) -> None:
 
 
 def test_shutdown_streams_says_goodbye_and_refuses_new_ones(served: Store) -> None:
+    append_raw(served, "s-1", fault("z" * 1000), count=10_000)  # more than socket buffers hold
     app = create_app(served, WebSettings(tokens=TOKENS))
     with ThreadServer(app) as live:
         reader = Reader(live.base)
         reader.wait_for("ready")
-        # What an embedder's lifespan or signal handling does, on the server's loop.
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", live.port))
+        stalled.sendall(
+            b"GET /api/events/stream?after_seq=0 HTTP/1.1\r\nHost: localhost\r\n"
+            b"Authorization: Bearer " + ADMIN.encode() + b"\r\n\r\n"
+        )  # and never read: its send blocks
+        polls: list[httpx.Response] = []
+        poll = threading.Thread(
+            target=lambda: polls.append(
+                httpx.get(live.base + "/api/events?wait=30", headers=bearer(), timeout=40)
+            )
+        )
+        poll.start()
+        deadline = time.monotonic() + 10
+        while status(live.base)["streams"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        # What an embedder's signal handling does, on the server's loop.
+        began = time.monotonic()
         asyncio.run_coroutine_threadsafe(shutdown_streams(app), live.loop).result(5)
+        assert time.monotonic() - began < 1.5
         assert reader.ended.wait(2)
         assert reader.frames[-1].event == "shutdown"
+        poll.join(5)
+        [answer] = polls
+        assert (answer.status_code, answer.json()["code"]) == (503, "unavailable")
+        assert status(live.base)["streams"] == 0  # the stalled one too
+        stalled.close()
         again = httpx.get(live.base + "/api/events/stream", headers=bearer())
         assert (again.status_code, again.json()["code"]) == (503, "unavailable")

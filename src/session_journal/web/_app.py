@@ -4,6 +4,7 @@ they answer; the stream route is in `_streams.py`, the checks every request pass
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -115,10 +116,29 @@ class _Api:
         if before is not None:
             body = await events.load_before_json(event_filter, before_seq=before, limit=limit)
         elif wait:
-            body = await events.wait_json(event_filter, after, limit, timeout=wait)
+            body = await self._long_poll(event_filter, after, limit, wait)
         else:
             body = await events.load_json(event_filter, after, limit)
         return Response(body, media_type=_JSON)
+
+    async def _long_poll(
+        self, event_filter: Any, after: int | None, limit: int, wait: float
+    ) -> bytes:
+        """`wait_json`, ended by `shutdown_streams` (503 `unavailable`: ask another server)."""
+        stopping = Problem("unavailable", "the server is stopping", headers={"Retry-After": "1"})
+        task = asyncio.current_task()
+        if self.hub.shutting_down or task is None:
+            raise stopping
+        self.hub.polls.add(task)
+        try:
+            return await self.store.events.wait_json(event_filter, after, limit, timeout=wait)
+        except asyncio.CancelledError:
+            if not self.hub.shutting_down:
+                raise
+            task.uncancel()
+            raise stopping from None
+        finally:
+            self.hub.polls.discard(task)
 
     async def sessions(self, request: Request) -> Response:
         principal = _principal(request)
@@ -221,6 +241,8 @@ class _Api:
 
     async def status(self, request: Request) -> Response:
         Query(request.scope["query_string"], frozenset())
+        if _principal(request).workspace is not None:
+            raise not_found("server status (for tokens of every workspace)")
         guard = self.guard_state.get("guard")
         document = {
             **self.hub.status(),
@@ -366,15 +388,18 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         exception_handlers=_handlers(api),
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False  # `/api/events/` is 404, not a redirect
     app.state.session_journal_hub = hub
     return app
 
 
 async def shutdown_streams(app: Any) -> None:
     """Tell every open stream of `app` (made by `create_app`) `event: shutdown` and close
-    them, waiting at most a second; new streams are refused afterwards (503). Call it from
-    your lifespan's shutdown or your signal handling before the server stops: a server waits
-    for open responses, and a stream never ends by itself."""
+    them within about a second (a stream whose client takes nothing is cut), answer the
+    long-polls in progress 503 `unavailable`, and refuse new streams (503). Call it when the
+    stop is asked for, before the server waits for its open responses (a stream never ends by
+    itself): from signal handling, or from a lifespan where the server runs the lifespan's
+    shutdown first (uvicorn runs it after open responses end; docs: Serving the feed)."""
     hub = getattr(getattr(app, "state", None), "session_journal_hub", None)
     if not isinstance(hub, _Hub):
         raise InvalidRecord("shutdown_streams: app was not made by session_journal.web.create_app")

@@ -12,7 +12,6 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass
-from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qsl
 
 from ._problems import NO_STORE, Message, Problem, Receive, Scope, Send
@@ -44,6 +43,16 @@ class Principal:
     key: str
     workspace: str | None
     by_cookie: bool = False
+
+
+def app_path(scope: Scope) -> str:
+    """The request's path inside this app: under a mount (`Mount("/journal", app)`), without
+    the mount's prefix (`root_path`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
 
 
 def split_host(value: str) -> tuple[str, str | None] | None:
@@ -113,9 +122,9 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)  # type: ignore[operator]
             return
-        origin_headers: list[tuple[bytes, bytes]] = []
+        origin_headers: list[tuple[bytes, bytes]] = []  # filled as soon as Origin is judged
         try:
-            origin_headers = self._check(scope)
+            self._check(scope, origin_headers)
         except Problem as problem:
             await problem.send(_with_headers(send, origin_headers))
             return
@@ -126,9 +135,10 @@ class Guard:
             return
         await self.app(scope, receive, _with_headers(send, origin_headers))  # type: ignore[operator]
 
-    def _check(self, scope: Scope) -> list[tuple[bytes, bytes]]:
-        """Every check of the request, in order; the CORS headers its answer carries. Raises
-        the `Problem` of the first that fails."""
+    def _check(self, scope: Scope, cors: list[tuple[bytes, bytes]]) -> None:
+        """Every check of the request, in order, filling `cors` with the CORS headers its
+        answer carries (an error's too, once the origin is judged). Raises the `Problem` of
+        the first that fails."""
         if len(scope.get("raw_path") or b"") + len(scope["query_string"]) > MAX_URL_BYTES:
             raise Problem("uri_too_long", f"the URL is longer than {MAX_URL_BYTES} bytes")
         headers = _headers(scope)
@@ -140,10 +150,11 @@ class Guard:
                 "the Host header names no host this server answers for (allowed_hosts, "
                 "serve --allowed-host)",
             )
-        cors = self._origin(scope, headers, host)
+        cors += self._origin(scope, headers, host)
         state = scope.setdefault("state", {})
-        if scope["path"] in PUBLIC_PATHS:
-            return cors
+        path = app_path(scope)
+        if path in PUBLIC_PATHS:
+            return
         for name, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
             if name.lower() in _QUERY_TOKENS:
                 raise Problem(
@@ -153,14 +164,13 @@ class Guard:
                     extra={"parameter": name},
                 )
         if scope["method"] == "OPTIONS":
-            return cors  # a preflight carries no credentials; answered when the origin is allowed
-        principal = self._authenticate(scope, headers)
+            return  # a preflight carries no credentials; answered when the origin is allowed
+        principal = self._authenticate(scope, headers, path)
         if principal.by_cookie and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
             raise Problem(
                 "origin_not_allowed", "a cookie-authenticated request came from another site"
             )
         state["principal"] = principal
-        return cors
 
     def _origin(
         self, scope: Scope, headers: dict[str, str], host: tuple[str, str | None]
@@ -182,7 +192,7 @@ class Guard:
                 return vary  # same origin
         raise Problem("origin_not_allowed", f"requests from origin {origin[:200]!r} are refused")
 
-    def _authenticate(self, scope: Scope, headers: dict[str, str]) -> Principal:
+    def _authenticate(self, scope: Scope, headers: dict[str, str], path: str) -> Principal:
         address = (scope.get("client") or ("unknown",))[0]
         now = time.monotonic()
         wait = self.failures.retry_after(address, now)
@@ -192,7 +202,7 @@ class Guard:
                 f"too many failed authentications from this address; retry in {wait} s",
                 headers={"Retry-After": str(wait)},
             )
-        presented, by_cookie = _presented(headers, cookie_allowed=scope["path"] != SESSION_PATH)
+        presented, by_cookie = _presented(headers, cookie_allowed=path != SESSION_PATH)
         if not self._tokens:  # allow_no_token: every client is its own address
             return Principal(key=f"address:{address}", workspace=None)
         if presented is not None:
@@ -209,7 +219,7 @@ class Guard:
         raise Problem(
             "unauthorized",
             "a valid token is required: 'Authorization: Bearer TOKEN'"
-            + ("" if scope["path"] == SESSION_PATH else " or the session_journal_token cookie"),
+            + ("" if path == SESSION_PATH else " or the session_journal_token cookie"),
             headers={"WWW-Authenticate": 'Bearer realm="session-journal"'},
         )
 
@@ -221,14 +231,12 @@ def _presented(headers: dict[str, str], *, cookie_allowed: bool) -> tuple[str | 
         scheme, _, token = authorization.strip().partition(" ")
         return (token.strip() if scheme.lower() == "bearer" else None), False
     if cookie_allowed and "cookie" in headers:
-        jar: SimpleCookie = SimpleCookie()
-        try:
-            jar.load(headers["cookie"])
-        except CookieError:
-            return None, True
-        morsel = jar.get(COOKIE)
-        if morsel is not None:
-            return morsel.value, True
+        # Pair by pair, as browsers send them: another application's cookie on this host
+        # (cookies ignore ports), however it is written, does not hide this one.
+        for pair in headers["cookie"].split(";"):
+            name, equals, value = pair.strip().partition("=")
+            if equals and name.strip() == COOKIE:
+                return value.strip().strip('"'), True
     return None, False
 
 

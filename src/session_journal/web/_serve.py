@@ -56,6 +56,11 @@ def read_tokens(token_file: str | None) -> dict[str, str | None]:
             raise InvalidRecord(
                 f"--token-file {token_file}, line {number}: expected 'TOKEN [WORKSPACE]'"
             )
+        if parts[0] in tokens:
+            raise InvalidRecord(
+                f"--token-file {token_file}, line {number}: a token listed twice (which "
+                "workspace it sees would depend on the order)"
+            )
         tokens[parts[0]] = parts[1] if len(parts) == 2 else None
     if not tokens:
         raise InvalidRecord(f"--token-file {token_file}: holds no token")
@@ -69,6 +74,11 @@ def settings_for(args: argparse.Namespace) -> WebSettings:
     if args.no_token:
         if tokens:
             raise InvalidRecord("--no-token: a token is configured too; give one or the other")
+        if "*" in args.allowed_hosts:
+            raise InvalidRecord(
+                "--no-token with --allowed-host '*': a server without a token must check the "
+                "Host header (DNS rebinding); name the hosts"
+            )
         if not is_loopback(args.host):
             raise InvalidRecord(
                 f"--no-token is refused on {args.host}: only a loopback host (127.0.0.1, ::1, "
@@ -128,26 +138,31 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
         )
         logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
         server = uvicorn.Server(config)
-        asyncio.run(_run(server, app))
+        asyncio.run(_run(server, app, stopping))
     finally:
         signal.signal(signal.SIGTERM, previous)
         store.close()
     return 0
 
 
-async def _run(server: Any, app: Any) -> None:
-    watcher = asyncio.create_task(_watch(server, app))
+async def _run(server: Any, app: Any, stopping: list[int]) -> None:
+    watcher = asyncio.create_task(_watch(server, app, stopping))
     try:
         await server.serve()
     finally:
         watcher.cancel()
 
 
-async def _watch(server: Any, app: Any) -> None:
+async def _watch(server: Any, app: Any, stopping: list[int]) -> None:
     """Print where it listens once started; when asked to stop, close every stream first
-    (a server waits for open responses, and a stream never ends by itself)."""
+    (a server waits for open responses, and a stream never ends by itself). A SIGTERM that
+    came before uvicorn's own handler was in place (`stopping`) stops it too."""
     while not server.started and not server.should_exit:
+        if stopping:
+            server.should_exit = True
         await asyncio.sleep(0.01)
+    if stopping:
+        server.should_exit = True
     if server.started:
         for listener in server.servers:
             for sock in listener.sockets:

@@ -54,9 +54,20 @@ TICK_S = 0.25
 """How often the hub looks for streams due a heartbeat, a progress frame or rotation, or stuck
 in a send past `send_timeout_s` (streams hold no timer of their own)."""
 HUB_EVENTS = 20_000
-"""The most recent frames the hub keeps (older ones are read from the database)."""
+"""The most recent frames the hub keeps (older ones are read from the database)..."""
+HUB_BYTES = 16 * 1024 * 1024
+"""... and at most this many bytes of them."""
 PAGE = 1000
-"""Events per read of the database for a stream that is behind."""
+"""The most events per read of the database for a stream that is behind..."""
+HUB_PAGE = 200
+"""The most events of one page of the hub's follower (mostly served from the store's window)."""
+FIRST_PAGE = 100
+"""The events of a stream's first read of the database (its events' size is not known yet)."""
+PAGE_BYTES = 1024 * 1024
+"""... which reads fewer when its events are large: about this many bytes a read."""
+WRITE_BYTES = 256 * 1024
+"""A stream sends at most about this much in one write (then waits for the client to take
+it): what a stalled client pins is bounded."""
 RETRY_MS = 3000
 """The reconnection delay each stream announces (`retry:`), ± 50 % so clients spread out."""
 PROGRESS_S = 1.0
@@ -134,11 +145,13 @@ class _Hub:
         self.closes: Counter[str] = Counter()
         self.heartbeats = 0
         self.shutting_down = False
+        self.polls: set[asyncio.Task[Any]] = set()  # the long-polls in progress
         # The frames of the events with lo < seq <= hi that the hub read, in seq order.
         self.seqs: list[int] = []
         self.sessions: list[str] = []
         self.types: list[str] = []
         self.frames: list[bytes] = []
+        self.size = 0  # bytes of the frames
         self.lo = self.hi = 0
         self.pruned = 0
         self.running = False
@@ -191,7 +204,9 @@ class _Hub:
         after: int | None = None
         while not self.shutting_down:
             try:
-                self._follower = follower = self.store.events.follow(after_seq=after, limit=PAGE)
+                self._follower = follower = self.store.events.follow(
+                    after_seq=after, limit=HUB_PAGE
+                )
                 await follower
                 self._reset(follower.cursor or 0)
                 self.running = True
@@ -226,10 +241,12 @@ class _Hub:
                 self.seqs.append(event.seq)
                 self.sessions.append(event.session_id)
                 self.types.append(event.event.type)
-                self.frames.append(event_frame(event.seq, self.store.events.event_json(event)))
+                frame = event_frame(event.seq, self.store.events.event_json(event))
+                self.frames.append(frame)
+                self.size += len(frame)
             self.hi = page.next_after_seq
-            if len(self.seqs) > HUB_EVENTS:
-                self._trim(len(self.seqs) - HUB_EVENTS // 2)
+            if len(self.seqs) > HUB_EVENTS or self.size > HUB_BYTES:
+                self._trim(self._over())
             spacing = min(high, max(low, len(self.streams) * PER_STREAM_S))
             wait = last_wake + spacing - time.monotonic()
             if wait > 0:
@@ -238,8 +255,19 @@ class _Hub:
             for stream in self.streams:
                 stream.wake()
 
+    def _over(self) -> int:
+        """How many of the oldest frames to drop: down to half the bounds (a trim is rare)."""
+        count, size = 0, self.size
+        while count < len(self.frames) and (
+            len(self.frames) - count > HUB_EVENTS // 2 or size > HUB_BYTES // 2
+        ):
+            size -= len(self.frames[count])
+            count += 1
+        return count
+
     def _reset(self, cursor: int) -> None:
         self._joined = {}
+        self.size = 0
         self.seqs, self.sessions, self.types, self.frames = [], [], [], []
         self.lo = self.hi = cursor
 
@@ -253,6 +281,7 @@ class _Hub:
             return
         self._joined = {}
         self.lo = self.seqs[count - 1]
+        self.size -= sum(len(frame) for frame in self.frames[:count])
         del self.seqs[:count], self.sessions[:count], self.types[:count], self.frames[:count]
 
     def serves(self, stream: _Stream) -> bool:
@@ -271,11 +300,13 @@ class _Hub:
         session, types = wanted.session_id, wanted.types
         if session is None and types is None:
             # Streams at one cursor share one write (most streams are at the last one).
+            start = bisect_right(self.seqs, stream.cursor)
+            if len(self.seqs) - start > 64:  # far behind: the frames, sent in bounded writes
+                return self.frames[start:], max(self.hi, stream.cursor)
             joined = self._joined.get(stream.cursor)
             if joined is None or self._joined_at != self.hi:
                 if self._joined_at != self.hi:
                     self._joined, self._joined_at = {}, self.hi
-                start = bisect_right(self.seqs, stream.cursor)
                 joined = self._joined[stream.cursor] = b"".join(self.frames[start:])
             return ([joined] if joined else []), max(self.hi, stream.cursor)
         start = bisect_right(self.seqs, stream.cursor)
@@ -308,9 +339,14 @@ class _Hub:
         for stream in self.streams:
             stream.closing = stream.closing or "shutdown"
             stream.wake()
+        for poll in list(self.polls):  # a long-poll answers 503 `unavailable`
+            poll.cancel()
         deadline = time.monotonic() + SHUTDOWN_S
         while self.streams and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
+        for stream in list(self.streams):  # stuck in a send to a client that takes nothing
+            if stream.task is not None:
+                stream.task.cancel()
         self.stop()
 
 
@@ -326,15 +362,16 @@ class StreamRoute:
         try:
             if scope["method"] not in ("GET", "HEAD"):
                 raise Problem(
-                    "method_not_allowed", "this route takes GET", headers={"Allow": "GET"}
+                    "method_not_allowed", "this route takes GET", headers={"Allow": "GET, HEAD"}
                 )
             principal: Principal = scope["state"]["principal"]
             query = Query(scope["query_string"], STREAM_PARAMETERS, frozenset({"type"}))
             event_filter = query.event_filter(principal.workspace)
             cursor = query.seq("after_seq")
             for name, value in scope["headers"]:
-                if name.lower() == b"last-event-id":  # wins over after_seq
-                    cursor = digits("Last-Event-ID", value.decode("latin-1").strip())
+                given = value.decode("latin-1").strip()
+                if name.lower() == b"last-event-id" and given:  # wins over after_seq
+                    cursor = digits("Last-Event-ID", given)
             if principal.workspace is not None and event_filter.session_id is not None:
                 record = await hub.store.sessions.get(event_filter.session_id)
                 if record is None or record.workspace_id != principal.workspace:
@@ -376,7 +413,7 @@ class StreamRoute:
         # The first page checks the cursor before anything is sent (410, 409) and gives the
         # frontier and floor for `ready`.
         try:
-            first = await events.load_json_events(stream.event_filter, cursor, PAGE)
+            first = await events.load_json_events(stream.event_filter, cursor, FIRST_PAGE)
         except CursorExpired as error:
             await Problem(
                 "cursor_expired", str(error), extra=await self._expired(error.cursor)
@@ -423,12 +460,12 @@ class StreamRoute:
         try:
             reason = await self._pump(stream, first, opening, send)
         except asyncio.CancelledError:
-            if stream.closing != "send_timeout":
+            if stream.closing not in ("send_timeout", "shutdown"):
                 raise  # the server's own cancellation
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            reason = "send_timeout"
+            reason = stream.closing
             return  # the client takes nothing: no goodbye
         except TimeoutError:  # the goodbye of a stopping server was not taken in time
             reason = "send_timeout"
@@ -452,7 +489,8 @@ class StreamRoute:
         parts = [opening]
         parts += [event_frame(_seq_of(text), text.encode()) for text in first.events]
         stream.cursor = max(stream.cursor, first.next_after_seq)
-        behind = len(first.events) == PAGE  # more to read from the database at once
+        behind = len(first.events) == FIRST_PAGE  # more to read from the database at once
+        limit = _page_limit(first.events)
         last_sent = time.monotonic()
         last_progress = last_sent - PROGRESS_S  # the first may go at once
         sent_cursor = stream.cursor if not filtered else -1
@@ -473,7 +511,7 @@ class StreamRoute:
                 return "rotate"
             if behind or not hub.serves(stream):
                 try:
-                    page = await events.load_json_events(stream.event_filter, stream.cursor, PAGE)
+                    page = await events.load_json_events(stream.event_filter, stream.cursor, limit)
                 except CursorExpired as error:
                     # The data is the 410 answer's document, as a client starting now gets it.
                     expired = Problem(
@@ -486,7 +524,8 @@ class StreamRoute:
                 if page.events:
                     sent_cursor = _seq_of(page.events[-1])
                 stream.cursor = max(stream.cursor, page.next_after_seq)
-                behind = len(page.events) == PAGE
+                behind = len(page.events) == limit
+                limit = _page_limit(page.events)
                 if behind or parts:
                     continue
             else:
@@ -517,12 +556,36 @@ class StreamRoute:
                 stream.waker = None
 
     async def _send(self, send: Send, stream: _Stream, parts: list[bytes]) -> None:
-        """One write; the hub's ticker ends the stream if it takes over `send_timeout_s`."""
+        """`parts` in writes of about `WRITE_BYTES` at most; the hub's ticker ends the stream
+        if one takes over `send_timeout_s`."""
         stream.sending_since = time.monotonic()
         try:
-            await send({"type": "http.response.body", "body": b"".join(parts), "more_body": True})
+            batch: list[bytes] = []
+            size = 0
+            for part in parts:
+                if batch and size + len(part) > WRITE_BYTES:
+                    await send(
+                        {"type": "http.response.body", "body": b"".join(batch), "more_body": True}
+                    )
+                    stream.sending_since = time.monotonic()
+                    batch, size = [], 0
+                batch.append(part)
+                size += len(part)
+            if batch:
+                await send(
+                    {"type": "http.response.body", "body": b"".join(batch), "more_body": True}
+                )
         finally:
             stream.sending_since = 0.0
+
+
+def _page_limit(texts: list[str]) -> int:
+    """The events of a stream's next read of the database: `PAGE`, fewer when the last page's
+    events were large (about `PAGE_BYTES` a read)."""
+    if not texts:
+        return PAGE
+    average = max(1, sum(len(text) for text in texts) // len(texts))
+    return max(1, min(PAGE, PAGE_BYTES // average))
 
 
 def _frame_seq(frame: bytes) -> int:
