@@ -14,7 +14,8 @@ Rows (SQLite unless said):
    (also on PostgreSQL);
 2. 100 streams at 500 events/s: every event in order, p50/p99;
 3. 1,000 streams at 500 events/s: p50/p99, CPU, RSS;
-4. 50 stalled readers beside 100 live streams: RSS growth, live p50 against row 2;
+4. 50 stalled readers beside 100 live streams: the RSS growth they cause (against a run of as
+   long without them: the store's window and the app's frames fill in both), live p50;
 5. a reconnect storm: 1,000 streams each 1,000 events behind, time until all caught up;
 6. JSON pages of 10 events, 16 keep-alive clients: requests/s against a bare Starlette handler
    making the same store call.
@@ -515,15 +516,21 @@ def stream_lines(scale: dict[str, Any]) -> list[Line]:
             many["complete"] and many["p50"] <= 30 and many["p99"] <= 250 and fits,
         )
     )
+    # The store's window and the app's frames fill over the first seconds whether or not a
+    # reader stalls: the growth the stalled readers cause is the difference with a run of as
+    # long without them.
+    calm = streams_row("sqlite", 100, 0, 500.0, scale["stalled_s"])
     stalled = streams_row("sqlite", 100, 50, 500.0, scale["stalled_s"])
+    caused = stalled["growth"] - calm["growth"]
     lines.append(
         line(
             "sqlite",
             f"50 stalled beside 100 live, {scale['stalled_s']:g} s",
-            f"RSS growth {stalled['growth']:.1f} MB, live p50 {stalled['p50']:.1f} ms "
-            f"(alone {p50:.1f}), every event in order: {stalled['complete']}",
+            f"RSS growth {stalled['growth']:.1f} MB ({calm['growth']:.1f} MB without the stalled "
+            f"ones: {caused:.1f} MB theirs), live p50 {stalled['p50']:.1f} ms (without "
+            f"{calm['p50']:.1f}), every event in order: {stalled['complete']}",
             "growth <= 20 MB, p50 at most doubles",
-            stalled["complete"] and stalled["growth"] <= 20 and stalled["p50"] <= 2 * p50,
+            stalled["complete"] and caused <= 20 and stalled["p50"] <= 2 * calm["p50"],
         )
     )
     storm = storm_row("sqlite", count, 1000)

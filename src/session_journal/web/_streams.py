@@ -53,19 +53,21 @@ PER_STREAM_S = 10e-6
 TICK_S = 0.25
 """How often the hub looks for streams due a heartbeat, a progress frame or rotation, or stuck
 in a send past `send_timeout_s` (streams hold no timer of their own)."""
-HUB_EVENTS = 20_000
+HUB_EVENTS = 10_000
 """The most recent frames the hub keeps (older ones are read from the database)..."""
-HUB_BYTES = 16 * 1024 * 1024
+HUB_BYTES = 8 * 1024 * 1024
 """... and at most this many bytes of them."""
+HUB_PRELOAD = 2_000
+"""The events before the frontier the hub reads when it starts (see `_Hub._preload_from`)."""
 PAGE = 1000
 """The most events per read of the database for a stream that is behind..."""
 HUB_PAGE = 200
 """The most events of one page of the hub's follower (mostly served from the store's window)."""
-FIRST_PAGE = 100
+FIRST_PAGE = 10
 """The events of a stream's first read of the database (its events' size is not known yet)."""
 PAGE_BYTES = 1024 * 1024
 """... which reads fewer when its events are large: about this many bytes a read."""
-WRITE_BYTES = 256 * 1024
+WRITE_BYTES = 64 * 1024
 """A stream sends at most about this much in one write (then waits for the client to take
 it): what a stalled client pins is bounded."""
 RETRY_MS = 3000
@@ -201,7 +203,7 @@ class _Hub:
 
     async def _run(self) -> None:
         assert self._started is not None
-        after: int | None = None
+        after = await self._preload_from()
         while not self.shutting_down:
             try:
                 self._follower = follower = self.store.events.follow(
@@ -230,6 +232,17 @@ class _Hub:
         for stream in self.streams:  # the store closed: the streams end
             stream.closing = stream.closing or "store_closed"
             stream.wake()
+
+    async def _preload_from(self) -> int | None:
+        """Where the hub starts following: `HUB_PRELOAD` events before the frontier (above the
+        floor of the pruned log), so that the streams of clients reconnecting from a little
+        way back share its frames instead of each reading the database; `None` (the frontier)
+        when the log cannot be read now."""
+        try:
+            page = await self.store.events.load(after_seq=None, limit=1)
+        except SessionJournalError:
+            return None
+        return max(page.pruned_through, page.latest_seq - HUB_PRELOAD)
 
     async def _follow(self, follower: AsyncFollower) -> None:
         low, high = COALESCE_S
@@ -489,7 +502,6 @@ class StreamRoute:
         parts = [opening]
         parts += [event_frame(_seq_of(text), text.encode()) for text in first.events]
         stream.cursor = max(stream.cursor, first.next_after_seq)
-        behind = len(first.events) == FIRST_PAGE  # more to read from the database at once
         limit = _page_limit(first.events)
         last_sent = time.monotonic()
         last_progress = last_sent - PROGRESS_S  # the first may go at once
@@ -509,7 +521,7 @@ class StreamRoute:
             if now >= rotate_at:
                 await self._send(send, stream, [_control("rotate", {})])
                 return "rotate"
-            if behind or not hub.serves(stream):
+            if not hub.serves(stream):
                 try:
                     page = await events.load_json_events(stream.event_filter, stream.cursor, limit)
                 except CursorExpired as error:
