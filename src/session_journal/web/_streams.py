@@ -482,6 +482,9 @@ class StreamRoute:
             return  # the client takes nothing: no goodbye
         except TimeoutError:  # the goodbye of a stopping server was not taken in time
             reason = "send_timeout"
+        except SessionJournalError as error:  # a read failed mid-stream: the client resumes
+            LOG.warning("a stream ended: reading the log failed (%s)", error)
+            reason = "error"
         except OSError:
             reason = "client_gone"
         finally:
