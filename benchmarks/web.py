@@ -29,6 +29,7 @@ import multiprocessing
 import os
 import re
 import resource
+import signal
 import socket
 import statistics
 import sys
@@ -116,7 +117,7 @@ def serve(url: str, port: int, bare: bool, writer_rate: float, out: Any) -> None
         out.get()  # anything: stop
         stop.set()
         time.sleep(0.1)
-        server.should_exit = True
+        server.handle_exit(signal.SIGTERM, None)  # what uvicorn does on SIGTERM
 
     threading.Thread(target=watch, daemon=True).start()
     server.run()

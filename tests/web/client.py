@@ -118,8 +118,8 @@ class LiveServer:
             tokens = directory / "tokens"
             tokens.write_text(token_lines)
             arguments += ["--token-file", str(tokens)]
-        environment = {**os.environ, **(env or {})}
-        environment.pop("SESSION_JOURNAL_WEB_TOKEN", None)
+        environment = dict(os.environ)
+        environment.pop("SESSION_JOURNAL_WEB_TOKEN", None)  # only the one the test gives
         environment.update(env or {})
         self._out = self.log.open("wb")
         self.process = subprocess.Popen(
@@ -193,7 +193,7 @@ class ThreadServer:
             time.sleep(0.02)
 
     def close(self) -> None:
-        self.server.should_exit = True
+        self.server.handle_exit(signal.SIGTERM, None)  # what uvicorn does on SIGTERM
         self._thread.join(20)
 
     def __enter__(self) -> ThreadServer:

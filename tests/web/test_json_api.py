@@ -211,7 +211,7 @@ def test_errors_are_problem_documents(web: InProcess, served: Store) -> None:
         "oldest_retained_seq": 3,
         "latest_seq": 3,
     }
-    assert get(web, "/api/healthz".replace("/api", ""))["ok"] is True
+    assert get(web, "/healthz")["ok"] is True
 
 
 def test_status_counts_streams_and_refusals(web: InProcess) -> None:

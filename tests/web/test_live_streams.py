@@ -154,8 +154,12 @@ def test_a_stream_resumes_exactly_across_cuts_and_a_restart(
     assert restarted == 1 and len(readies) > 5
     if wanted != ApiEventFilter():
         assert progress and progress[-1] == latest
-        # A reconnect from the progress id starts there: nothing is scanned again.
-        assert readies[-1]["cursor"] <= latest
+        # A reconnect from the progress id starts there: nothing before it is scanned again.
+        with LiveServer(migrated_url, tmp_path, token_lines=TOKEN_LINES) as again:
+            headers = {**bearer(token), "Last-Event-ID": str(progress[-1])}
+            lines = stream_frames(again.base, f"/api/events/stream?after_seq=2{query}", headers)
+            opening = [next(lines), next(lines)]
+            assert json.loads(opening[1].fields["data"])["cursor"] == latest
 
 
 def _all(store: Store, wanted: ApiEventFilter, after: int) -> list:
@@ -227,7 +231,7 @@ def test_a_cursor_ahead_is_409_and_last_event_id_is_digits(writer: Store, live: 
         live.base, "/api/events/stream?after_seq=99", {**bearer(), "Last-Event-ID": "1"}
     )
     opening = [next(lines), next(lines), next(lines)]
-    assert [f.fields.get("retry") is not None for f in opening[:1]] == [True]
+    assert opening[0].fields.keys() == {"retry"}
     ready = json.loads(opening[1].fields["data"])
     assert ready == {"cursor": 1, "latest_seq": 2, "pruned_through": 0, "heartbeat_s": 15.0}
     assert opening[2].fields["id"] == "2"

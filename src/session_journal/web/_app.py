@@ -17,14 +17,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route, Router
 
 from session_journal import (
     CursorAhead,
     CursorExpired,
     InvalidRecord,
     SessionJournalError,
-    SessionRecord,
     SessionState,
     Store,
     StoreClosed,
@@ -32,9 +31,9 @@ from session_journal import (
 )
 from session_journal.aio import AsyncStore
 
-from ._guard import COOKIE, Guard, Principal
+from ._guard import COOKIE, FailedAuthentications, Guard, Principal
 from ._problems import Problem, bad_request, not_found
-from ._query import Query
+from ._query import Query, visible_session
 from ._settings import WebSettings
 from ._streams import STREAM_PARAMETERS, StreamRoute, _Hub
 
@@ -70,30 +69,16 @@ def _principal(request: Request) -> Principal:
 
 def _session_id(request: Request) -> str:
     session_id: str = request.path_params["session_id"]
-    with _naming("session_id"):
-        try:
-            SessionRecord.model_validate({"id": session_id, "project_id": "p"})
-        except ValueError as error:
-            raise InvalidRecord(f"invalid id {session_id[:140]!r}") from error
     return session_id
-
-
-async def _visible(reads: Any, principal: Principal, session_id: str) -> SessionRecord:
-    """The session, if the token may see it; `not_found` otherwise (another workspace's
-    sessions are not told apart from missing ones)."""
-    record: SessionRecord | None = await reads.sessions.get(session_id)
-    if record is None or principal.workspace not in (None, record.workspace_id):
-        raise not_found(f"session {session_id!r}")
-    return record
 
 
 class _Api:
     """The JSON routes, on one async store."""
 
-    def __init__(self, store: AsyncStore, hub: _Hub, guard_state: dict[str, Guard]) -> None:
+    def __init__(self, store: AsyncStore, hub: _Hub, failures: FailedAuthentications) -> None:
         self.store = store
         self.hub = hub
-        self.guard_state = guard_state
+        self.failures = failures
 
     async def healthz(self, request: Request) -> Response:
         return Response(b'{"ok":true}', media_type=_JSON)
@@ -111,7 +96,7 @@ class _Api:
         if before is not None and wait:
             raise bad_request("wait", "a page before a seq is history: it does not wait")
         if principal.workspace is not None and event_filter.session_id is not None:
-            await _visible(self.store, principal, event_filter.session_id)
+            await visible_session(self.store, principal.workspace, event_filter.session_id)
         events = self.store.events
         if before is not None:
             body = await events.load_before_json(event_filter, before_seq=before, limit=limit)
@@ -167,7 +152,7 @@ class _Api:
         principal, session_id = _principal(request), _session_id(request)
         Query(request.scope["query_string"], frozenset())
         async with self.store.snapshot() as snapshot:
-            record = await _visible(snapshot, principal, session_id)
+            record = await visible_session(snapshot, principal.workspace, session_id)
             activity = await snapshot.activity.get(session_id)
             operation = await snapshot.checkpoints.get(session_id)
             document = {
@@ -190,7 +175,7 @@ class _Api:
         principal, session_id = _principal(request), _session_id(request)
         Query(request.scope["query_string"], frozenset())
         async with self.store.snapshot() as snapshot:
-            await _visible(snapshot, principal, session_id)
+            await visible_session(snapshot, principal.workspace, session_id)
             state = await snapshot.projection.load(session_id)
             if state is None:
                 raise not_found(f"session {session_id!r}")
@@ -213,7 +198,7 @@ class _Api:
         before = query.seq("before_position")
         limit = query.integer("limit", 1, MAX_TRANSCRIPT, 100)
         async with self.store.snapshot() as snapshot:
-            await _visible(snapshot, principal, session_id)
+            await visible_session(snapshot, principal.workspace, session_id)
             page = await snapshot.projection.transcript(
                 session_id, before_position=before, limit=limit
             )
@@ -231,7 +216,7 @@ class _Api:
         session_id = query.event_filter(None).session_id
         limit = query.integer("limit", 1, MAX_HITS, 20)
         if principal.workspace is not None and session_id is not None:
-            await _visible(self.store, principal, session_id)
+            await visible_session(self.store, principal.workspace, session_id)
         with _naming("q"):
             hits = await self.store.index.search(
                 text, session_id=session_id, limit=limit, workspace_id=principal.workspace
@@ -243,11 +228,7 @@ class _Api:
         Query(request.scope["query_string"], frozenset())
         if _principal(request).workspace is not None:
             raise not_found("server status (for tokens of every workspace)")
-        guard = self.guard_state.get("guard")
-        document = {
-            **self.hub.status(),
-            "auth_failures": 0 if guard is None else guard.auth_failures,
-        }
+        document = {**self.hub.status(), "auth_failures": self.failures.refused}
         return Response(json.dumps(document, separators=(",", ":")).encode(), media_type=_JSON)
 
     async def login(self, request: Request) -> Response:
@@ -353,12 +334,8 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
     else:
         raise InvalidRecord(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
     hub = _Hub(async_store, settings)
-    guard_state: dict[str, Guard] = {}
-    api = _Api(async_store, hub, guard_state)
-
-    def guard(app: Any) -> Guard:
-        made = guard_state["guard"] = Guard(app, settings)
-        return made
+    failures = FailedAuthentications()
+    api = _Api(async_store, hub, failures)
 
     get = ["GET"]
     routes = [
@@ -383,12 +360,13 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
             await async_store.close()
 
     app = Starlette(
-        routes=routes,
-        middleware=[Middleware(guard)],
+        # The routes in a router of their own, which takes `redirect_slashes=False`
+        # (`/api/events/` is 404, not a redirect); Starlette's takes no such argument.
+        routes=[Mount("/", app=Router(routes=routes, redirect_slashes=False))],
+        middleware=[Middleware(Guard, settings=settings, failures=failures)],
         exception_handlers=_handlers(api),
         lifespan=lifespan,
     )
-    app.router.redirect_slashes = False  # `/api/events/` is 404, not a redirect
     app.state.session_journal_hub = hub
     return app
 

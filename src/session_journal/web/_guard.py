@@ -77,6 +77,8 @@ class FailedAuthentications:
 
     def __init__(self) -> None:
         self._failures: dict[str, deque[float]] = {}
+        self.refused = 0
+        """Requests refused for a missing or wrong token (for `/api/status`)."""
 
     def retry_after(self, address: str, now: float) -> int | None:
         """Seconds to wait when `address` is over the limit, else `None`."""
@@ -91,6 +93,7 @@ class FailedAuthentications:
 
     def failed(self, address: str, now: float) -> None:
         """Count a failure of `address`."""
+        self.refused += 1
         if address not in self._failures and len(self._failures) >= _MAX_TRACKED_ADDRESSES:
             self._forget(now)
         self._failures.setdefault(address, deque(maxlen=FAILED_AUTH_LIMIT)).append(now)
@@ -110,13 +113,13 @@ class FailedAuthentications:
 class Guard:
     """The ASGI middleware of the checks (see the module docstring)."""
 
-    def __init__(self, app: object, settings: WebSettings) -> None:
+    def __init__(self, app: object, settings: WebSettings, failures: FailedAuthentications) -> None:
         self.app = app
-        self.settings = settings
-        self.failures = FailedAuthentications()
+        self.failures = failures
+        # The app's own copies of the settings, as compared.
         self._tokens = [(token.encode(), workspace) for token, workspace in settings.tokens.items()]
-        self.auth_failures = 0
-        """Requests refused for a missing or wrong token (for `/api/status`)."""
+        self._hosts = frozenset(host.lower() for host in settings.allowed_hosts)
+        self._origins = frozenset(origin.lower() for origin in settings.cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -143,7 +146,7 @@ class Guard:
             raise Problem("uri_too_long", f"the URL is longer than {MAX_URL_BYTES} bytes")
         headers = _headers(scope)
         host = split_host(headers.get("host", ""))
-        allowed = self.settings.allowed_hosts
+        allowed = self._hosts
         if host is None or ("*" not in allowed and host[0] not in allowed):
             raise Problem(
                 "host_not_allowed",
@@ -177,11 +180,11 @@ class Guard:
     ) -> list[tuple[bytes, bytes]]:
         """The CORS headers for the request's `Origin`; `origin_not_allowed` for an origin that
         is neither the server's own nor one of `cors_origins`."""
-        vary = [(b"vary", b"Origin")] if self.settings.cors_origins else []
+        vary = [(b"vary", b"Origin")] if self._origins else []
         origin = headers.get("origin")
         if origin is None:
             return vary
-        if origin.lower() in self.settings.cors_origins:
+        if origin.lower() in self._origins:
             return [*vary, (b"access-control-allow-origin", origin.encode("latin-1"))]
         scheme, sep, authority = origin.lower().partition("://")
         own = split_host(authority) if sep else None
@@ -215,7 +218,6 @@ class Guard:
                 key = hashlib.sha256(match[0]).hexdigest()[:32]
                 return Principal(key=key, workspace=match[1], by_cookie=by_cookie)
         self.failures.failed(address, now)
-        self.auth_failures += 1
         raise Problem(
             "unauthorized",
             "a valid token is required: 'Authorization: Bearer TOKEN'"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 from urllib.parse import parse_qsl
 
 from pydantic import ValidationError
 
-from session_journal import ApiEventFilter
+from session_journal import ApiEventFilter, InvalidRecord, SessionRecord
 
 from ._problems import bad_request, not_found
 
@@ -119,3 +120,17 @@ def scoped_workspace(asked: str | None, bound: str | None) -> str | None:
     if asked is not None and asked != bound:
         raise not_found(f"workspace {asked[:140]!r}")
     return bound
+
+
+async def visible_session(reads: Any, workspace: str | None, session_id: str) -> SessionRecord:
+    """The session, read by `reads` (a store or a snapshot), if a token bound to `workspace`
+    (`None`: every workspace) may see it; `not_found` otherwise (another workspace's sessions
+    are not told apart from missing ones), `bad_request` for a malformed id (the store's own
+    check)."""
+    try:
+        record: SessionRecord | None = await reads.sessions.get(session_id)
+    except InvalidRecord as error:
+        raise bad_request("session_id", str(error)) from None
+    if record is None or workspace not in (None, record.workspace_id):
+        raise not_found(f"session {session_id[:140]!r}")
+    return record

@@ -158,11 +158,11 @@ async def _watch(server: Any, app: Any, stopping: list[int]) -> None:
     (a server waits for open responses, and a stream never ends by itself). A SIGTERM that
     came before uvicorn's own handler was in place (`stopping`) stops it too."""
     while not server.started and not server.should_exit:
-        if stopping:
-            server.should_exit = True
+        if stopping:  # as if it had come to uvicorn's own handler
+            server.handle_exit(stopping[0], None)
         await asyncio.sleep(0.01)
-    if stopping:
-        server.should_exit = True
+    if stopping and not server.should_exit:
+        server.handle_exit(stopping[0], None)
     if server.started:
         for listener in server.servers:
             for sock in listener.sockets:

@@ -7,7 +7,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from session_journal import ApiEventFilter, InvalidRecord
 
@@ -58,21 +57,22 @@ class WebSettings:
     the others are not delayed meanwhile."""
 
     def __post_init__(self) -> None:
+        """Every field is checked here (`InvalidRecord` naming it); nothing is changed: the
+        app keeps its own copies (`Guard`)."""
         tokens = _tokens(self.tokens)
         if not tokens and not self.allow_no_token:
             raise InvalidRecord(
                 "tokens is empty: give at least one token, or allow_no_token=True for a server "
                 "that only loopback clients reach"
             )
-        object.__setattr__(self, "tokens", MappingProxyType(tokens))
-        object.__setattr__(self, "allowed_hosts", _hosts(self.allowed_hosts))
-        object.__setattr__(self, "cors_origins", _origins(self.cors_origins))
+        _hosts(self.allowed_hosts)
+        _origins(self.cors_origins)
         for name, low, high in (
             ("heartbeat_s", 1.0, 300.0),
             ("stream_lifetime_s", 1.0, 86400.0),
             ("send_timeout_s", 1.0, 600.0),
         ):
-            object.__setattr__(self, name, _number(name, getattr(self, name), low, high))
+            _number(name, getattr(self, name), low, high)
         for name, high in (("max_streams", 1_000_000), ("max_streams_per_token", 1_000_000)):
             _count(name, getattr(self, name), high)
         if not isinstance(self.allow_no_token, bool):
@@ -132,12 +132,11 @@ def _origins(value: object) -> tuple[str, ...]:
     return tuple(origin.lower() for origin in value)
 
 
-def _number(name: str, value: object, low: float, high: float) -> float:
+def _number(name: str, value: object, low: float, high: float) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidRecord(f"{name} must be a number of seconds, got {value!r}")
     if not math.isfinite(value) or not low <= value <= high:
         raise InvalidRecord(f"{name} must be from {low:g} to {high:g} seconds, got {value!r}")
-    return float(value)
 
 
 def _count(name: str, value: object, high: int) -> None:

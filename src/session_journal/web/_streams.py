@@ -25,6 +25,7 @@ import re
 import time
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,8 @@ from session_journal import (
 from session_journal.aio import AsyncStore
 
 from ._guard import Principal
-from ._problems import Problem, Receive, Scope, Send, not_found
-from ._query import Query, digits
+from ._problems import Problem, Receive, Scope, Send
+from ._query import Query, digits, visible_session
 from ._settings import WebSettings
 
 LOG = logging.getLogger("session_journal.web")
@@ -366,9 +367,9 @@ class _Hub:
 class StreamRoute:
     """The raw ASGI endpoint of `GET /api/events/stream` (see the module docstring)."""
 
-    def __init__(self, hub: _Hub, expired: Any) -> None:
+    def __init__(self, hub: _Hub, expired: Callable[[int], Awaitable[dict[str, object]]]) -> None:
         self.hub = hub
-        self._expired = expired  # async (cursor) -> the 410 problem's body members
+        self._expired = expired  # the members of the 410 document for a cursor
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         hub, settings = self.hub, self.hub.settings
@@ -386,9 +387,7 @@ class StreamRoute:
                 if name.lower() == b"last-event-id" and given:  # wins over after_seq
                     cursor = digits("Last-Event-ID", given)
             if principal.workspace is not None and event_filter.session_id is not None:
-                record = await hub.store.sessions.get(event_filter.session_id)
-                if record is None or record.workspace_id != principal.workspace:
-                    raise not_found(f"session {event_filter.session_id!r}")
+                await visible_session(hub.store, principal.workspace, event_filter.session_id)
             if hub.shutting_down:
                 raise Problem(
                     "unavailable", "the server is shutting down", headers={"Retry-After": "1"}
@@ -508,7 +507,7 @@ class StreamRoute:
         limit = _page_limit(first.events)
         last_sent = time.monotonic()
         last_progress = last_sent - PROGRESS_S  # the first may go at once
-        sent_cursor = stream.cursor if not filtered else -1
+        sent_cursor = -1  # a filtered stream's last id sent (an event's or a progress frame's)
         while True:
             if stream.closing is not None:
                 if stream.closing in ("shutdown", "store_closed"):
@@ -547,7 +546,8 @@ class StreamRoute:
                 frames, after = hub.frames_after(stream)
                 if frames:
                     parts = frames
-                    sent_cursor = after if not filtered else _frame_seq(frames[-1])
+                    if filtered:  # its frames are one event each
+                        sent_cursor = _frame_seq(frames[-1])
                 stream.cursor = after
                 if parts:
                     continue
