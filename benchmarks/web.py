@@ -120,6 +120,9 @@ def serve(url: str, port: int, bare: bool, writer_rate: float, out: Any) -> None
         server.handle_exit(signal.SIGTERM, None)  # what uvicorn does on SIGTERM
 
     threading.Thread(target=watch, daemon=True).start()
+    # uvicorn raises the signal that stopped it again once it is done: let that one pass, so
+    # that the commit times still go out below.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     server.run()
     out.put(times)
     store.close()
