@@ -224,6 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve without a token (refused unless the host is a loopback address)",
     )
+    serve.add_argument(
+        "--page-hidden-close",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the operator page closes its stream when every tab has been hidden this long "
+        "(1 to 86400; default 60)",
+    )
     return parser
 
 

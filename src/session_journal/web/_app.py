@@ -32,6 +32,7 @@ from session_journal import (
 from session_journal.aio import AsyncStore
 
 from ._guard import COOKIE, FailedAuthentications, Guard, Principal
+from ._page import Page
 from ._problems import Problem, bad_request, not_found
 from ._query import Query, visible_session
 from ._settings import WebSettings
@@ -336,9 +337,12 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
     hub = _Hub(async_store, settings)
     failures = FailedAuthentications()
     api = _Api(async_store, hub, failures)
+    page = Page(settings.page_hidden_close_s)
 
     get = ["GET"]
     routes = [
+        Route("/", page.index, methods=get),
+        Route("/page/{name}", page.file, methods=get),
         Route("/healthz", api.healthz, methods=get),
         Route("/api/events", api.events, methods=get),
         Route("/api/events/stream", StreamRoute(hub, api.expired_body)),

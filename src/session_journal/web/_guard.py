@@ -2,7 +2,8 @@
 ASGI, around the whole app): the URL's length, `Host` (DNS rebinding; Starlette's
 TrustedHostMiddleware mis-parses `[::1]:port`), `Origin`, the token (header or cookie, compared
 in constant time, never from the URL), the failed-authentication limit, CORS, and
-`Cache-Control: no-store` on every answer."""
+`Cache-Control: no-store` and the security headers (`Content-Security-Policy`,
+`X-Content-Type-Options`, `Referrer-Policy`) on every answer."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from ._problems import NO_STORE, Message, Problem, Receive, Scope, Send
+from ._problems import NO_STORE, SECURITY_HEADERS, Message, Problem, Receive, Scope, Send
 from ._settings import WebSettings
 
 MAX_URL_BYTES = 8192
@@ -28,8 +29,12 @@ _MAX_TRACKED_ADDRESSES = 10_000
 _QUERY_TOKENS = frozenset({"token", "access_token", "session_journal_token", "authorization"})
 _PORT = re.compile(r":[0-9]{1,5}")
 _DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
-PUBLIC_PATHS = frozenset({"/healthz"})
-"""Paths served without a token (no data)."""
+PUBLIC_PATHS = frozenset({"/healthz", "/", "/favicon.ico"})
+"""Paths served without a token (no data): the health check, the operator page (which asks for
+the token itself) and the icon browsers ask for unbidden (404: it must not count as a failed
+authentication)."""
+PUBLIC_PREFIX = "/page/"
+"""The operator page's files (no data), served without a token."""
 SESSION_PATH = "/api/session"
 """The route that exchanges the bearer token for the cookie (the header only)."""
 
@@ -156,7 +161,7 @@ class Guard:
         cors += self._origin(scope, headers, host)
         state = scope.setdefault("state", {})
         path = app_path(scope)
-        if path in PUBLIC_PATHS:
+        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX):
             return
         for name, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
             if name.lower() in _QUERY_TOKENS:
@@ -256,14 +261,15 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
-    """`send`, adding `Cache-Control: no-store` (unless set) and `extra` to the response."""
+    """`send`, adding `Cache-Control: no-store` (unless set), the security headers and `extra`
+    to the response."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = list(message.get("headers", []))
             if not any(name.lower() == b"cache-control" for name, _ in headers):
                 headers.append(NO_STORE)
-            message = {**message, "headers": headers + extra}
+            message = {**message, "headers": headers + [*SECURITY_HEADERS, *extra]}
         await send(message)
 
     return sending

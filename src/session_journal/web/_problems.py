@@ -14,6 +14,20 @@ Send = Callable[[Message], Awaitable[None]]
 
 NO_STORE = (b"cache-control", b"no-store")
 """On every response: nothing the API answers may be cached (it is a moment of the log)."""
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
+)
+"""The operator page's policy (on every response): its own scripts, styles, images and
+requests only, no framing, and no string may reach a script sink (Trusted Types with no
+policy: `innerHTML` and the like throw)."""
+SECURITY_HEADERS = (
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+)
+"""On every response, beside `Cache-Control: no-store`."""
 
 TITLES = {
     "bad_request": (400, "A parameter is malformed or out of bounds"),

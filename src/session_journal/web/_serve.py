@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -97,7 +98,22 @@ def settings_for(args: argparse.Namespace) -> WebSettings:
         allow_no_token=args.no_token,
         allowed_hosts=hosts,
         cors_origins=tuple(args.cors_origins),
+        page_hidden_close_s=args.page_hidden_close,
     )
+
+
+def page_line(address: str, args: argparse.Namespace, tokens: dict[str, str | None]) -> str:
+    """What `serve` prints about the operator page: on a terminal, its URL with the token in
+    the fragment (a fragment never reaches a server: the page takes it from there and trades
+    it for the cookie); otherwise (a log) the plain URL and where the token is."""
+    url = f"{address}/"
+    if not tokens:
+        return f"session-journal: the operator page: {url}"
+    if sys.stdout.isatty():
+        token = next(iter(tokens))  # the first of the file, or the environment's
+        return f"session-journal: the operator page: {url}#token={token}"
+    where = TOKEN_VARIABLE if args.token_file is None else f"the first of {args.token_file}"
+    return f"session-journal: the operator page: {url} (its token: {where})"
 
 
 class _QueryStripped(logging.Filter):
@@ -121,6 +137,7 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
         ) from None
     settings = settings_for(args)
     store = Store.open(url)
+    tokens = dict(settings.tokens)
     stopping: list[int] = []
 
     def flag(signum: int, frame: FrameType | None) -> None:
@@ -138,23 +155,27 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
         )
         logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
         server = uvicorn.Server(config)
-        asyncio.run(_run(server, app, stopping))
+        asyncio.run(_run(server, app, stopping, lambda address: page_line(address, args, tokens)))
     finally:
         signal.signal(signal.SIGTERM, previous)
         store.close()
     return 0
 
 
-async def _run(server: Any, app: Any, stopping: list[int]) -> None:
-    watcher = asyncio.create_task(_watch(server, app, stopping))
+async def _run(
+    server: Any, app: Any, stopping: list[int], page: Callable[[str], str]
+) -> None:
+    watcher = asyncio.create_task(_watch(server, app, stopping, page))
     try:
         await server.serve()
     finally:
         watcher.cancel()
 
 
-async def _watch(server: Any, app: Any, stopping: list[int]) -> None:
-    """Print where it listens once started; when asked to stop, close every stream first
+async def _watch(
+    server: Any, app: Any, stopping: list[int], page: Callable[[str], str]
+) -> None:
+    """Print where it listens (and the operator page's line, `page`) once started; when asked to stop, close every stream first
     (a server waits for open responses, and a stream never ends by itself). A SIGTERM that
     came before uvicorn's own handler was in place (`stopping`) stops it too."""
     while not server.started and not server.should_exit:
@@ -168,7 +189,9 @@ async def _watch(server: Any, app: Any, stopping: list[int]) -> None:
             for sock in listener.sockets:
                 host, port = sock.getsockname()[:2]
                 shown = f"[{host}]" if ":" in host else host
-                print(f"session-journal: serving on http://{shown}:{port}", flush=True)
+                address = f"http://{shown}:{port}"
+                print(f"session-journal: serving on {address}", flush=True)
+                print(page(address), flush=True)
     while not server.should_exit:
         await asyncio.sleep(0.05)
     await shutdown_streams(app)

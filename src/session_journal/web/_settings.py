@@ -55,6 +55,9 @@ class WebSettings:
     send_timeout_s: float = 30.0
     """A stream whose client has not taken a write for this long is closed (1 to 600 seconds);
     the others are not delayed meanwhile."""
+    page_hidden_close_s: float = 60.0
+    """The operator page closes its browser's one stream when every tab of it has been hidden
+    for this long (1 second to a day), and opens it again when one is shown."""
 
     def __post_init__(self) -> None:
         """Every field is checked here (`InvalidRecord` naming it); nothing is changed: the
@@ -71,6 +74,7 @@ class WebSettings:
             ("heartbeat_s", 1.0, 300.0),
             ("stream_lifetime_s", 1.0, 86400.0),
             ("send_timeout_s", 1.0, 600.0),
+            ("page_hidden_close_s", 1.0, 86400.0),
         ):
             _number(name, getattr(self, name), low, high)
         for name, high in (("max_streams", 1_000_000), ("max_streams_per_token", 1_000_000)):

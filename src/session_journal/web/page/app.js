@@ -1,0 +1,147 @@
+// The operator page: a view chosen by the URL's query (`?view=sessions&state=&workspace=`,
+// `?view=feed&session=&type=`, `?view=session&id=`, `?view=search&q=`), kept live by the
+// browser's one shared stream (stream.js).
+
+import { ApiError, signIn } from './api.js';
+import { say } from './dom.js';
+import { FeedView } from './feed.js';
+import { SharedStream } from './stream.js';
+import { SearchView, SessionView, SessionsView } from './views.js';
+
+const VIEWS = { sessions: SessionsView, feed: FeedView, session: SessionView, search: SearchView };
+const STATUS_TEXT = {
+  connecting: 'connecting', live: 'live', reconnecting: 'reconnecting', expired: 'expired',
+  paused: 'paused', 'signed-out': 'signed out',
+};
+
+const $ = (id) => document.getElementById(id);
+
+class App {
+  constructor() {
+    const meta = document.querySelector('meta[name="session-journal-page-hidden-close-s"]');
+    const hiddenCloseS = Number(meta && meta.content) || 60;
+    this.view = null;
+    this.stream = new SharedStream(hiddenCloseS * 1000, {
+      events: (events) => this.view && this.view.onEvents(events),
+      status: (state, detail) => this.showStatus(state, detail),
+      expired: (body) => this.expired(body),
+      reset: () => this.reload(),
+      unauthorized: () => this.signedOut(),
+    });
+    $('nav-sessions').addEventListener('click', () => this.navigate({ view: 'sessions' }));
+    $('nav-feed').addEventListener('click', () => this.navigate({ view: 'feed' }));
+    const box = $('search-box');
+    box.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && box.value.trim()) this.navigate({ view: 'search', q: box.value.trim() });
+    });
+    $('login-button').addEventListener('click', () => this.signIn($('login-token').value.trim()));
+    $('login-token').addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') this.signIn($('login-token').value.trim());
+    });
+    addEventListener('popstate', () => this.render());
+  }
+
+  async start() {
+    // `serve` prints the page's URL with the token in the fragment, which no request carries:
+    // it is traded for the cookie, then dropped from the address bar and the history.
+    const token = new URLSearchParams(location.hash.slice(1)).get('token');
+    if (token) {
+      history.replaceState(null, '', location.pathname + location.search);
+      try {
+        await signIn(token);
+      } catch (error) {
+        this.signedOut(error.message);
+        return;
+      }
+    }
+    const asOf = await this.render();
+    this.stream.start(asOf === undefined ? null : asOf);
+  }
+
+  /** Show the view the URL names; the lowest `as_of_seq` of its snapshots (null: none). */
+  async render() {
+    if (this.view) this.view.stop();
+    const params = new URLSearchParams(location.search);
+    const name = VIEWS[params.get('view')] ? params.get('view') : 'sessions';
+    if (name === 'search') $('search-box').value = params.get('q') || '';
+    this.view = new VIEWS[name](this, params);
+    $('view').replaceChildren(this.view.node);
+    document.title = `${name} · session-journal`;
+    return this.run(this.view.load());
+  }
+
+  /** Go to the view of `query` (empty values left out), keeping the history. */
+  navigate(query) {
+    const params = new URLSearchParams();
+    for (const [key, value] of Object.entries(query)) if (value) params.set(key, value);
+    history.pushState(null, '', `?${params}`);
+    this.render();
+  }
+
+  /** `promise`'s value; on failure the error is shown (never an empty view) and null given. */
+  async run(promise) {
+    try {
+      const value = await promise;
+      say($('error'), '');
+      return value;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) {
+        this.signedOut();
+      } else {
+        say($('error'), `The request failed: ${error.message}`);
+      }
+      return null;
+    }
+  }
+
+  request(promise) {
+    return this.run(promise);
+  }
+
+  showStatus(state, detail) {
+    const node = $('connection');
+    node.dataset.state = state;
+    node.textContent = STATUS_TEXT[state] || state;
+    node.title = detail || 'The live stream';
+  }
+
+  async expired(body) {
+    const cursor = Number(body.cursor);
+    const through = Number(body.pruned_through);
+    const range = Number.isFinite(cursor) && Number.isFinite(through) && through > cursor
+      ? `Events ${cursor + 1}–${through} were pruned`
+      : 'Events this page had not read yet were pruned';
+    this.showStatus('expired', 'events after the cursor were pruned');
+    say($('notice'), `${range} before this page read them; it reloaded its views and follows on from there.`);
+    await this.reload();
+  }
+
+  /** Read the view again and follow from its snapshots' lowest `as_of_seq`. */
+  async reload() {
+    const asOf = await this.render();
+    this.stream.setCursor(asOf === undefined ? null : asOf);
+  }
+
+  signedOut(message) {
+    this.showStatus('signed-out', 'the token was refused or is missing');
+    $('login').hidden = false;
+    say($('login-error'), message || '');
+  }
+
+  async signIn(token) {
+    if (!token) return;
+    try {
+      await signIn(token);
+    } catch (error) {
+      say($('login-error'), error.message);
+      return;
+    }
+    $('login').hidden = true;
+    $('login-token').value = '';
+    say($('login-error'), '');
+    await this.reload();
+    this.stream.resume();
+  }
+}
+
+new App().start();

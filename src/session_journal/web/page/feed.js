@@ -1,0 +1,119 @@
+// The feed: the last 200 events, then live; pause and resume; filters (a session, event types)
+// that apply to live events too; at most 1,000 rows, older ones dropping off; "load older"
+// pages back with `before_seq`.
+
+import { getJSON } from './api.js';
+import { cut, el, linkButton, when } from './dom.js';
+
+export const FEED_FIRST = 200;
+export const FEED_MAX_ROWS = 1000;
+const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
+
+export class FeedView {
+  /** `embedded`: the events of one session inside its view (no filter inputs). */
+  constructor(app, params, embedded = false) {
+    this.app = app;
+    this.first = embedded ? 20 : FEED_FIRST;
+    this.session = params.get('session') || '';
+    this.types = (params.get('type') || '').split(',').map((t) => t.trim()).filter(Boolean);
+    this.paused = false;
+    this.missed = 0; // live events that matched while paused
+    this.newest = 0; // the highest seq this view has seen
+    this.rows = el('tbody');
+    this.state = el('span', { class: 'muted' });
+    this.pause = el('button', { type: 'button', onclick: () => this.togglePause() }, 'Pause');
+    this.older = el('button', { type: 'button', onclick: () => this.loadOlder() }, 'Load older');
+    const session = el('input', { type: 'text', value: this.session, placeholder: 'session id', 'aria-label': 'Session', maxlength: 200 });
+    const types = el('input', { type: 'text', value: this.types.join(','), placeholder: 'types, comma-separated', 'aria-label': 'Event types', maxlength: 1000 });
+    const apply = () => this.app.navigate({ view: 'feed', session: session.value.trim(), type: types.value.trim() });
+    for (const input of [session, types]) {
+      input.addEventListener('keydown', (event) => { if (event.key === 'Enter') apply(); });
+    }
+    this.node = el(embedded ? 'div' : 'section', { id: embedded ? 'session-events' : 'feed' },
+      embedded ? el('h3', {}, 'Events (newest first)') : el('h2', {}, 'Feed'),
+      el('div', { class: 'filters' },
+        embedded ? null : [el('label', {}, 'Session ', session), el('label', {}, 'Types ', types),
+          el('button', { type: 'button', onclick: apply }, 'Apply')],
+        this.pause, this.state),
+      el('table', {},
+        el('thead', {}, el('tr', {}, ['Seq', 'Recorded', 'Session', 'Type', 'Event'].map((h) => el('th', {}, h)))),
+        this.rows),
+      this.older);
+  }
+
+  query() {
+    return { session_id: this.session, type: this.types };
+  }
+
+  matches(event) {
+    return (!this.session || event.session_id === this.session)
+      && (!this.types.length || this.types.includes(event.event.type));
+  }
+
+  /** The newest page; its `latest_seq`, the cursor to follow from. */
+  async load() {
+    const page = await getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first });
+    this.rows.replaceChildren(...page.events.map((event) => this.row(event)));
+    this.newest = Math.max(this.newest, page.latest_seq);
+    this.paused = false;
+    this.missed = 0;
+    this.showState();
+    return page.latest_seq;
+  }
+
+  row(event) {
+    const tr = el('tr', {},
+      el('td', { class: 'seq' }, String(event.seq)),
+      el('td', {}, when(event.recorded_at_ms)),
+      el('td', {}, linkButton(event.session_id, () => this.app.navigate({ view: 'session', id: event.session_id }))),
+      el('td', {}, event.event.type),
+      el('td', { class: 'body' }, cut(JSON.stringify(event.event), 300)));
+    tr.dataset.seq = String(event.seq);
+    return tr;
+  }
+
+  onEvents(events) {
+    const fresh = events.filter((event) => event.seq > this.newest && this.matches(event));
+    if (events.length) this.newest = Math.max(this.newest, events.at(-1).seq);
+    if (!fresh.length) return;
+    if (this.paused) {
+      this.missed += fresh.length;
+      this.showState();
+      return;
+    }
+    for (const event of fresh) this.rows.prepend(this.row(event)); // newest on top
+    while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.lastChild.remove();
+  }
+
+  togglePause() {
+    if (this.paused) {
+      this.app.run(this.load()); // the newest page again: nothing missed, nothing twice
+    } else {
+      this.paused = true;
+      this.showState();
+    }
+  }
+
+  async loadOlder() {
+    const last = this.rows.lastElementChild;
+    const before = last ? Number(last.dataset.seq) : NEWEST;
+    const page = await this.app.request(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
+    if (!page) return;
+    for (const event of page.events) this.rows.append(this.row(event));
+    if (!page.events.length) this.state.textContent = 'nothing older is retained';
+    if (this.rows.childElementCount > FEED_MAX_ROWS) {
+      while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.firstChild.remove();
+      this.paused = true; // the newest rows dropped: live rows would leave a hole
+      this.showState();
+    }
+  }
+
+  showState() {
+    this.pause.textContent = this.paused ? 'Resume' : 'Pause';
+    this.state.textContent = this.paused
+      ? `paused${this.missed ? `: ${this.missed} new event${this.missed === 1 ? '' : 's'}` : ''}`
+      : '';
+  }
+
+  stop() {}
+}

@@ -1,0 +1,247 @@
+// The sessions list, one session, and search.
+
+import { getJSON } from './api.js';
+import { cut, el, linkButton } from './dom.js';
+import { FeedView } from './feed.js';
+
+export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'closed',
+  'destroying', 'error', 'startup-cleanup'];
+export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible lists refresh this often
+const LIVE_DELAY_MS = 250; // events close together cause one refresh
+
+/** Calls `action` at most once per `LIVE_DELAY_MS` after `poke`, and every `REFRESH_MS`. */
+class Refresher {
+  constructor(action) {
+    this.action = action;
+    this.timer = null;
+    this.interval = setInterval(() => {
+      if (document.visibilityState === 'visible') this.poke();
+    }, REFRESH_MS);
+  }
+
+  poke() {
+    if (this.timer === null) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.action();
+      }, LIVE_DELAY_MS);
+    }
+  }
+
+  stop() {
+    clearInterval(this.interval);
+    clearTimeout(this.timer);
+  }
+}
+
+function activityText(activity) {
+  if (!activity) return '—';
+  const parts = [activity.state];
+  if (activity.waiting_for_input) parts.push('waiting for input');
+  else if (activity.is_idle) parts.push('idle');
+  if (activity.capacity_retry) parts.push('retrying for capacity');
+  if (activity.details && activity.details.label) parts.push(activity.details.label);
+  return parts.join(' · ');
+}
+
+function operationText(operation) {
+  if (!operation) return '—';
+  const related = operation.related_command_ids.length ? ` (+${operation.related_command_ids.length})` : '';
+  return `${operation.command_id}${related}`;
+}
+
+export class SessionsView {
+  constructor(app, params) {
+    this.app = app;
+    this.state = params.get('state') || '';
+    this.workspace = params.get('workspace') || '';
+    this.pages = [null]; // the `before` cursor of each page shown so far (null: the newest)
+    this.listed = new Set();
+    this.drawn = false;
+    this.rows = el('tbody');
+    this.more = el('button', { type: 'button', onclick: () => this.turn(1) }, 'Older sessions');
+    this.back = el('button', { type: 'button', onclick: () => this.turn(-1) }, 'Newer sessions');
+    const state = el('select', { 'aria-label': 'State' },
+      el('option', { value: '' }, 'any state'),
+      STATES.map((name) => el('option', { value: name, selected: name === this.state }, name)));
+    const workspace = el('input', { type: 'text', value: this.workspace, placeholder: 'workspace id', 'aria-label': 'Workspace', maxlength: 200 });
+    const apply = () => this.app.navigate({ view: 'sessions', state: state.value, workspace: workspace.value.trim() });
+    state.addEventListener('change', apply);
+    workspace.addEventListener('keydown', (event) => { if (event.key === 'Enter') apply(); });
+    this.node = el('section', { id: 'sessions' },
+      el('h2', {}, 'Sessions'),
+      el('div', { class: 'filters' },
+        el('label', {}, 'State ', state), el('label', {}, 'Workspace ', workspace),
+        el('button', { type: 'button', onclick: apply }, 'Apply')),
+      el('table', {},
+        el('thead', {}, el('tr', {}, ['Session', 'Workspace', 'State', 'Activity', 'Checkpoint operation', 'Created'].map((h) => el('th', {}, h)))),
+        this.rows),
+      el('div', { class: 'pager' }, this.back, this.more));
+    this.refresher = new Refresher(() => this.app.run(this.load()));
+  }
+
+  /** The page shown (refreshed in place); its `as_of_seq`. */
+  async load() {
+    const before = this.pages.at(-1);
+    const page = await getJSON('api/sessions', {
+      state: this.state, workspace_id: this.workspace, before, limit: 50,
+    });
+    this.listed = new Set(page.sessions.map((summary) => summary.session.id));
+    this.rows.replaceChildren(...page.sessions.map((summary) => this.row(summary)));
+    if (!page.sessions.length) {
+      this.rows.append(el('tr', {}, el('td', { colspan: 6, class: 'muted' }, 'No sessions match.')));
+    }
+    this.nextBefore = page.next_before;
+    this.more.disabled = !page.next_before;
+    this.back.disabled = this.pages.length === 1;
+    if (!this.drawn && page.sessions.length) {
+      this.drawn = true;
+      performance.mark('sessions-drawn');
+    }
+    return page.as_of_seq;
+  }
+
+  row(summary) {
+    const { session } = summary;
+    return el('tr', {},
+      el('td', {}, linkButton(session.id, () => this.app.navigate({ view: 'session', id: session.id }))),
+      el('td', {}, session.workspace_id),
+      el('td', {}, el('span', { class: `state state-${STATES.includes(session.state) ? session.state : 'other'}` }, session.state)),
+      el('td', {}, activityText(summary.activity)),
+      el('td', {}, operationText(summary.checkpoint_operation)),
+      el('td', {}, summary.created_at.replace('T', ' ').slice(0, 19)));
+  }
+
+  turn(direction) {
+    if (direction > 0 && this.nextBefore) this.pages.push(this.nextBefore);
+    if (direction < 0 && this.pages.length > 1) this.pages.pop();
+    this.app.run(this.load());
+  }
+
+  onEvents(events) {
+    const firstPage = this.pages.length === 1;
+    if (events.some((event) => this.listed.has(event.session_id) || firstPage)) this.refresher.poke();
+  }
+
+  stop() {
+    this.refresher.stop();
+  }
+}
+
+function transcriptText(body) {
+  if (body.type === 'user_prompt') {
+    return body.content.map((block) => (typeof block.text === 'string' ? block.text : JSON.stringify(block))).join('\n');
+  }
+  return typeof body.text === 'string' ? body.text : JSON.stringify(body);
+}
+
+export class SessionView {
+  constructor(app, params) {
+    this.app = app;
+    this.id = params.get('id') || '';
+    this.newestPosition = -1;
+    this.oldestPosition = null;
+    this.summary = el('dl', { class: 'summary' });
+    this.questions = el('ul', { class: 'questions' });
+    this.items = el('ol', { class: 'transcript', reversed: true });
+    this.state = el('pre', { class: 'state' });
+    this.older = el('button', { type: 'button', onclick: () => this.loadOlder() }, 'Load older');
+    this.events = new FeedView(app, new URLSearchParams({ session: this.id }), true);
+    this.node = el('section', { id: 'session' },
+      el('h2', {}, 'Session ', el('code', {}, this.id)),
+      this.summary,
+      el('h3', {}, 'Pending questions'), this.questions,
+      this.events.node,
+      el('h3', {}, 'Transcript (newest first)'), this.items, this.older,
+      el('details', {}, el('summary', {}, 'Materialized state'), this.state));
+    this.refresher = new Refresher(() => this.app.run(this.load()));
+  }
+
+  path(suffix = '') {
+    return `api/sessions/${encodeURIComponent(this.id)}${suffix}`;
+  }
+
+  /** The session, its state, questions and newest transcript items; the lowest `as_of_seq`. */
+  async load() {
+    const [session, state, questions, transcript, eventsAsOf] = await Promise.all([
+      getJSON(this.path()), getJSON(this.path('/state')), getJSON(this.path('/questions')),
+      getJSON(this.path('/transcript'), { limit: 50 }),
+      this.eventsLoaded ? null : this.events.load(),
+    ]);
+    this.eventsLoaded = true;
+    const record = session.session;
+    const entries = [
+      ['State', record.state], ['Workspace', record.workspace_id], ['Project', record.project_id],
+      ['Activity', activityText(session.activity)],
+      ['Checkpoint operation', operationText(session.checkpoint_operation)],
+      ['Last error', record.last_error || '—'],
+    ];
+    this.summary.replaceChildren(...entries.flatMap(([name, value]) => [el('dt', {}, name), el('dd', {}, value)]));
+    this.questions.replaceChildren(...questions.questions.map((question) => el('li', {},
+      el('p', {}, question.message),
+      el('details', {}, el('summary', {}, 'Requested schema'),
+        el('pre', {}, JSON.stringify(question.requested_schema, null, 2))))));
+    if (!questions.questions.length) this.questions.append(el('li', { class: 'muted' }, 'None.'));
+    this.state.textContent = JSON.stringify(state.state, null, 2);
+    const fresh = transcript.items.filter((item) => item.position > this.newestPosition).reverse();
+    for (const item of fresh) this.items.prepend(this.item(item)); // oldest first: newest ends on top
+    if (fresh.length) this.newestPosition = fresh.at(-1).position;
+    if (this.oldestPosition === null) {
+      this.oldestPosition = transcript.next_before_position;
+      this.older.disabled = transcript.items.length === 0 || transcript.next_before_position === 0;
+    }
+    const seqs = [session.as_of_seq, state.as_of_seq, questions.as_of_seq, transcript.as_of_seq];
+    return Math.min(...seqs, ...(eventsAsOf === null ? [] : [eventsAsOf]));
+  }
+
+  item(item) {
+    return el('li', { class: `item ${item.body.type}` },
+      el('span', { class: 'kind' }, `${item.position} · ${item.body.type.replace('_', ' ')}`),
+      el('p', { class: 'text' }, cut(transcriptText(item.body), 20_000)));
+  }
+
+  async loadOlder() {
+    const page = await this.app.request(getJSON(this.path('/transcript'), { before_position: this.oldestPosition, limit: 50 }));
+    if (!page) return;
+    for (const item of page.items) this.items.append(this.item(item));
+    this.oldestPosition = page.next_before_position;
+    this.older.disabled = page.items.length === 0 || page.next_before_position === 0;
+  }
+
+  onEvents(events) {
+    this.events.onEvents(events);
+    if (events.some((event) => event.session_id === this.id)) this.refresher.poke();
+  }
+
+  stop() {
+    this.refresher.stop();
+  }
+}
+
+export class SearchView {
+  constructor(app, params) {
+    this.app = app;
+    this.q = params.get('q') || '';
+    this.results = el('ol', { class: 'hits' });
+    this.node = el('section', { id: 'search' }, el('h2', {}, 'Search'), this.results);
+  }
+
+  async load() {
+    if (!this.q) {
+      this.results.replaceChildren(el('li', { class: 'muted' }, 'Type words in the search box and press Enter.'));
+      return null;
+    }
+    const found = await getJSON('api/search', { q: this.q, limit: 50 });
+    this.results.replaceChildren(...found.hits.map((hit) => el('li', {},
+      el('div', { class: 'hit' },
+        linkButton(hit.session_id, () => this.app.navigate({ view: 'session', id: hit.session_id })),
+        el('span', { class: 'muted' }, ` #${hit.seq} · ${hit.kind} · ${hit.ts}`)),
+      el('p', { class: 'snippet' }, hit.snippet))));
+    if (!found.hits.length) this.results.append(el('li', { class: 'muted' }, `No results for “${cut(this.q, 100)}”.`));
+    return null;
+  }
+
+  onEvents() {}
+
+  stop() {}
+}
