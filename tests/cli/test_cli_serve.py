@@ -1,10 +1,17 @@
 """`session-journal serve`'s refusals, before anything listens: no token on a host other
 clients reach, `--no-token` off loopback or beside a token, bad token files. And a loopback
-server without a token, which answers without one."""
+server without a token, which answers without one; the operator page's line `serve` prints
+(the token in the URL's fragment only on a terminal)."""
 
 from __future__ import annotations
 
+import os
+import pty
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -77,3 +84,40 @@ def test_a_loopback_server_without_a_token(migrated_url: str, tmp_path: Path) ->
         answer = httpx.get(live.base + "/api/events")
         assert answer.status_code == 200 and answer.json()["latest_seq"] == 0
         assert live.terminate() == 0
+        assert f"the operator page: {live.base}/\n" in live.output()
+
+
+def page_lines(migrated_url: str, token_file: Path, *, terminal: bool) -> list[str]:
+    """The lines `serve` prints about itself, with its stdout a terminal (a pty) or a file."""
+    command = [sys.executable, "-m", "session_journal", "--url", migrated_url, "serve"]
+    command += ["--port", "0", "--token-file", str(token_file)]
+    if terminal:
+        leader, follower = pty.openpty()
+        out: Any = follower
+    else:
+        leader, out = -1, subprocess.PIPE
+    process = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL, text=True)
+    try:
+        if terminal:
+            os.close(out)
+            reader = os.fdopen(leader, "r", errors="replace")
+        else:
+            reader = process.stdout
+        lines = [reader.readline().strip() for _ in range(2)]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+    return lines
+
+
+def test_serve_prints_the_page_with_the_token_in_the_fragment_on_a_terminal_only(
+    migrated_url: str, tmp_path: Path
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{ADMIN}\n{'b' * 43} w-2\n")
+    serving, page = page_lines(migrated_url, tokens, terminal=True)
+    base = serving.removeprefix("session-journal: serving on ")
+    assert page == f"session-journal: the operator page: {base}/#token={ADMIN}"
+    serving, page = page_lines(migrated_url, tokens, terminal=False)
+    base = serving.removeprefix("session-journal: serving on ")
+    assert page == f"session-journal: the operator page: {base}/ (its token: the first of {tokens})"

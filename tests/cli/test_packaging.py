@@ -47,7 +47,7 @@ def test_make_run_prints_the_feed_once_and_leaves_the_checkout_clean(tmp_path: P
     assert status.stdout == ""
 
 
-def test_the_wheel_carries_the_license_and_the_migrations(tmp_path: Path) -> None:
+def test_the_wheel_carries_the_license_the_migrations_and_the_page(tmp_path: Path) -> None:
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["license"]
     license_text = (REPO / "LICENSE").read_text()
     assert declared == "MIT"
@@ -69,3 +69,7 @@ def test_the_wheel_carries_the_license_and_the_migrations(tmp_path: Path) -> Non
         assert "License-Expression: MIT" in archive.read(metadata).decode().splitlines()
     assert "session_journal/_alembic/env.py" in names
     assert any(name.startswith("session_journal/_alembic/versions/0008_") for name in names)
+    page = REPO / "src" / "session_journal" / "web" / "page"
+    shipped = {name for name in names if name.startswith("session_journal/web/page/")}
+    assert shipped == {f"session_journal/web/page/{file.name}" for file in page.iterdir()}
+    assert "session_journal/web/page/app.js" in shipped

@@ -63,9 +63,7 @@ def open_browser() -> Any:
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     driver.set_script_timeout(10)
-    driver.execute_cdp_cmd(
-        "Page.addScriptToEvaluateOnNewDocument", {"source": VIOLATION_RECORDER}
-    )
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": VIOLATION_RECORDER})
     return driver
 
 
@@ -76,7 +74,7 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str) -> T:
     while True:
         try:
             value = condition()
-        except Exception as error:  # noqa: BLE001 - a page still drawing: ask again
+        except Exception as error:  # a page still drawing: ask again
             value, last = None, error
         else:
             last = None

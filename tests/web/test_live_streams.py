@@ -21,6 +21,7 @@ from tests.helpers import append_raw
 from tests.web.client import ADMIN, W2_TOKEN, Frame, LiveServer, bearer, fault, frames
 from tests.web.scenario import controller
 from tests.web.test_guard import workspace_scoping
+from tests.web.test_page_files import secured
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +57,7 @@ def stream_frames(
         assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
         assert response.headers["cache-control"] == "no-store, no-transform"
         assert response.headers["x-accel-buffering"] == "no"
+        secured(response)
         yield from frames(response.iter_lines())
 
 

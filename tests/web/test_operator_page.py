@@ -10,6 +10,7 @@ backends."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.slow
 LIVE_S = 2.0
 """The issue's bound: an event appended after the page loaded is shown within this."""
 HOSTILE = (
-    "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">"
+    '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
     '<a href="javascript:window.__pwned = 3">click me</a></script><b>bold?</b>'
 )
 
@@ -153,9 +154,12 @@ def test_markup_in_agent_text_and_events_runs_nothing_and_shows_as_text(
     assert HOSTILE.replace('"', '\\"') in text_of(page, "feed")  # the event's JSON, as text
     time.sleep(0.5)  # an image's error handler would have run by now
     assert page.execute_script("return typeof window.__pwned;") == "undefined"
-    assert page.execute_script(
-        "return document.querySelectorAll('main img, main script, main a, main b').length;"
-    ) == 0
+    assert (
+        page.execute_script(
+            "return document.querySelectorAll('main img, main script, main a, main b').length;"
+        )
+        == 0
+    )
     assert violations(page) == []
     # The recorder works: a string reaching a script sink is refused and reported.
     page.execute_script(
@@ -176,7 +180,7 @@ def test_a_pruned_cursor_says_which_seqs_went_and_the_page_recovers(
     append_raw(writer, "s-2", fault("kept"))  # seq 5
     writer.events.prune(through_seq=4)
     set_hidden(page, False)  # shown: the stream opens from seq 2, which was pruned
-    wait_for(lambda: "Events 3–4 were pruned" in text_of(page, "notice"), 10, "the notice")
+    wait_for(lambda: "Events 3\u20134 were pruned" in text_of(page, "notice"), 10, "the notice")
     wait_for(lambda: connection(page) == "live", 10, "live again")
     wait_for(lambda: rows(page) == [5], 5, "the feed reloaded")
     assert streams(live.base) == 1
@@ -255,7 +259,7 @@ def test_the_page_under_a_mount_prefix(page: Any, writer: Store, tmp_path: Path)
             assert violations(page) == []
         finally:
             page.get("about:blank")
-            server.loop.call_soon_threadsafe(lambda: server.loop.create_task(shutdown_streams(feed)))
+            asyncio.run_coroutine_threadsafe(shutdown_streams(feed), server.loop).result(10)
 
 
 def test_without_a_token_in_the_url_the_page_asks_for_it(

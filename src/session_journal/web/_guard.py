@@ -269,7 +269,7 @@ def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
             headers = list(message.get("headers", []))
             if not any(name.lower() == b"cache-control" for name, _ in headers):
                 headers.append(NO_STORE)
-            message = {**message, "headers": headers + [*SECURITY_HEADERS, *extra]}
+            message = {**message, "headers": [*headers, *SECURITY_HEADERS, *extra]}
         await send(message)
 
     return sending

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -155,16 +156,14 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
         )
         logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
         server = uvicorn.Server(config)
-        asyncio.run(_run(server, app, stopping, lambda address: page_line(address, args, tokens)))
+        asyncio.run(_run(server, app, stopping, partial(page_line, args=args, tokens=tokens)))
     finally:
         signal.signal(signal.SIGTERM, previous)
         store.close()
     return 0
 
 
-async def _run(
-    server: Any, app: Any, stopping: list[int], page: Callable[[str], str]
-) -> None:
+async def _run(server: Any, app: Any, stopping: list[int], page: Callable[[str], str]) -> None:
     watcher = asyncio.create_task(_watch(server, app, stopping, page))
     try:
         await server.serve()
@@ -172,12 +171,11 @@ async def _run(
         watcher.cancel()
 
 
-async def _watch(
-    server: Any, app: Any, stopping: list[int], page: Callable[[str], str]
-) -> None:
-    """Print where it listens (and the operator page's line, `page`) once started; when asked to stop, close every stream first
-    (a server waits for open responses, and a stream never ends by itself). A SIGTERM that
-    came before uvicorn's own handler was in place (`stopping`) stops it too."""
+async def _watch(server: Any, app: Any, stopping: list[int], page: Callable[[str], str]) -> None:
+    """Print where it listens, and the operator page's line (`page`), once started; when
+    asked to stop, close every stream first (a server waits for open responses, and a stream
+    never ends by itself). A SIGTERM that came before uvicorn's own handler was in place
+    (`stopping`) stops it too."""
     while not server.started and not server.should_exit:
         if stopping:  # as if it had come to uvicorn's own handler
             server.handle_exit(stopping[0], None)

@@ -1,0 +1,103 @@
+"""The operator page's files as the app serves them (no browser): `/` and `/page/*` without a
+token and with exactly the security headers the issue names, on every answer of the app; only
+the listed files; the icon a browser asks for unbidden is no failed authentication; the page's
+scripts never hand a string to an HTML or script sink. On both backends where a store serves."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from importlib import resources
+
+import httpx
+import pytest
+
+from session_journal import InvalidRecord, Store
+from session_journal.web import WebSettings, create_app
+from session_journal.web._page import PAGE_FILES
+from tests.web.client import ADMIN, TOKENS, InProcess, bearer
+from tests.web.scenario import controller
+
+POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
+)
+PAGE = resources.files("session_journal.web") / "page"
+SINKS = re.compile(
+    r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\b|new\s+Function|"
+    r"srcdoc|createContextualFragment|DOMParser|setHTMLUnsafe|parseHTMLUnsafe|"
+    r"set(?:Timeout|Interval)\(\s*['\"`]"
+)
+
+
+@pytest.fixture
+def web(store: Store) -> Iterator[InProcess]:
+    controller(store)
+    app = create_app(store, WebSettings(tokens=TOKENS, page_hidden_close_s=2.5))
+    with InProcess(app) as client:
+        yield client
+
+
+def secured(response: httpx.Response) -> None:
+    headers = response.headers
+    assert headers["content-security-policy"] == POLICY
+    assert headers["x-content-type-options"] == "nosniff"
+    assert headers["referrer-policy"] == "no-referrer"
+    assert headers["cache-control"] in ("no-store", "no-store, no-transform")  # a stream's
+
+
+def test_the_page_and_its_files_need_no_token_and_carry_the_headers(web: InProcess) -> None:
+    index = web.get("/?view=feed&session=s-1")
+    assert index.status_code == 200
+    assert index.headers["content-type"] == "text/html; charset=utf-8"
+    secured(index)
+    assert '<meta name="session-journal-page-hidden-close-s" content="2.5">' in index.text
+    assert '<script type="module" src="page/app.js"></script>' in index.text
+    for name, media_type in PAGE_FILES.items():
+        answer = web.get(f"/page/{name}")
+        assert (answer.status_code, answer.headers["content-type"]) == (200, media_type), name
+        assert answer.content == (PAGE / name).read_bytes()
+        secured(answer)
+    listed = {file.name for file in PAGE.iterdir()} - {"index.html"}
+    assert listed == set(PAGE_FILES)  # every file shipped is served, none forgotten
+
+
+def test_only_the_listed_files_are_served(web: InProcess) -> None:
+    for path in ("/page/nope.js", "/page/index.html", "/page/..%2F_page.py", "/page/"):
+        answer = web.get(path)
+        assert answer.status_code == 404, path
+        assert answer.json()["code"] == "not_found"
+        secured(answer)
+    assert web.request("POST", "/").status_code == 405
+
+
+def test_every_answer_carries_the_headers(web: InProcess) -> None:
+    secured(web.get("/api/events", headers=bearer()))
+    secured(web.get("/api/events"))  # a refusal too
+    secured(web.get("/healthz"))
+    secured(web.get("/api/events/stream?after_seq=99", headers=bearer()))  # a stream's 409
+    # A stream's own answer: test_live_streams.stream_frames checks its headers.
+
+
+def test_the_icon_browsers_ask_for_is_no_failed_authentication(web: InProcess) -> None:
+    for _ in range(15):  # more than the failed-authentication limit
+        assert web.get("/favicon.ico").status_code == 404
+    assert web.get("/api/status", headers=bearer()).json()["auth_failures"] == 0
+
+
+def test_the_hidden_close_delay_is_checked() -> None:
+    for value in (0.5, 86401, float("nan"), "60", True):
+        with pytest.raises(InvalidRecord, match="page_hidden_close_s"):
+            WebSettings(tokens={ADMIN: None}, page_hidden_close_s=value)  # type: ignore[arg-type]
+
+
+def test_the_page_scripts_never_hand_a_string_to_an_html_or_script_sink() -> None:
+    scripts = {name: (PAGE / name).read_text() for name in PAGE_FILES if name.endswith(".js")}
+    assert len(scripts) >= 5
+    for name, text in scripts.items():
+        assert not SINKS.findall(text), (name, SINKS.findall(text))
+    assert SINKS.search("node.innerHTML = x") and SINKS.search("setTimeout('go()')")
+    html = (PAGE / "index.html").read_text()
+    # Nothing inline (the policy refuses it): no script body, no style, no handler attribute.
+    assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=", html)
