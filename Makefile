@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web]'
 	touch $(STAMP)
 
-.PHONY: help install run test test-fast reliability lint bench docs docs-pages clean
+.PHONY: help install run test test-fast reliability lint bench docs docs-pages screenshots clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -61,6 +61,7 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/journal.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/retention.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/web.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/page.py $(BENCH_ARGS)
 
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web,docs]'
@@ -69,6 +70,11 @@ $(DOCS_STAMP): $(STAMP)
 # The site: docs/ and mkdocs.yml; --strict fails on a broken link or reference. `.ci/run` runs it.
 docs: $(DOCS_STAMP) ## build the documentation site into site/ (mkdocs build --strict)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The browser tests write a PNG of each view there (they need Debian's chromium and
+# chromium-driver, which .ci/run installs); CI compares no pixels.
+screenshots: $(STAMP) ## the operator page's screenshots in docs/img/operator-page (headless Chromium)
+	SESSION_JOURNAL_SCREENSHOTS=docs/img/operator-page $(BIN)/python -m pytest -q -m sqlite tests/web/test_operator_page.py
 
 docs-pages: $(STAMP) ## write the generated docs pages again (docs/api/events.md, from the models)
 	$(BIN)/python tools/api_event_page.py

@@ -21,7 +21,14 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from session_journal import SessionRecord, SessionState, Store
+from session_journal import (
+    ApiActivityDetails,
+    ApiActivityKind,
+    ApiActivityState,
+    SessionRecord,
+    SessionState,
+    Store,
+)
 from session_journal.relay import AgentMessage, RelayChain
 from session_journal.web import WebSettings, create_app, shutdown_streams
 from tests.helpers import append_raw
@@ -101,12 +108,33 @@ def streams(base: str) -> int:
     return count
 
 
+def busier(store: Store) -> int:
+    """Sessions in more states, with activity and an open checkpoint operation (what the
+    screenshots show); the latest seq."""
+    turn = ApiActivityDetails(kind=ApiActivityKind.TURN, label="running the tests")
+    working = ApiActivityState(
+        state="busy", details=turn, is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
+    waiting = working.model_copy(update={"details": None, "waiting_for_input": True})
+    store.sessions.save(SessionRecord(id="s-3", project_id="p", state=SessionState.RUNNING))
+    store.sessions.save(SessionRecord(id="s-4", project_id="p", state=SessionState.RUNNING))
+    store.checkpoints.begin(
+        SessionRecord(id="s-4", project_id="p", state=SessionState.CHECKPOINTING), "cmd-7"
+    )
+    store.activity.record([("s-3", working), ("s-1", waiting)], recorded_at_ms=1_764_000_000_000)
+    latest: int = store.events.load(after_seq=0, limit=1).latest_seq
+    return latest
+
+
 def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     page: Any, live: LiveServer, writer: Store, tmp_path: Path
 ) -> None:
+    latest = busier(writer)
     open_page(page, live.base + "/")
     sessions = text_of(page, "view")
     assert "s-1" in sessions and "s-2" in sessions and "w-2" in sessions
+    assert "busy · running the tests" in sessions and "busy · waiting for input" in sessions
+    assert "cmd-7" in sessions and "checkpointing" in sessions
     assert ADMIN not in page.current_url  # the fragment is dropped once traded for the cookie
     cookie = page.get_cookie("session_journal_token")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
@@ -114,9 +142,10 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     screenshot(page, "sessions", tmp_path)
 
     open_page(page, live.base + "/?view=feed", token=False)
-    assert rows(page) == [2, 1]
-    append_raw(writer, "s-1", fault("appended after the page loaded"))  # seq 3
-    wait_for(lambda: rows(page) == [3, 2, 1], LIVE_S, "the new event on the feed")
+    shown = list(range(latest, 0, -1))
+    assert rows(page) == shown
+    append_raw(writer, "s-1", fault("appended after the page loaded"))
+    wait_for(lambda: rows(page) == [latest + 1, *shown], LIVE_S, "the new event on the feed")
     assert "appended after the page loaded" in text_of(page, "feed")
     screenshot(page, "feed", tmp_path)
 
