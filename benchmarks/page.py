@@ -29,9 +29,8 @@ from _harness import bench_arguments
 from bench import BODY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.web.browser import ARGUMENTS, CHROMEDRIVER, CHROMIUM, browser_problem  # noqa: E402
-
-from session_journal import SessionRecord, Store  # noqa: E402
+from session_journal import SessionRecord, Store
+from tests.web.browser import ARGUMENTS, CHROMEDRIVER, CHROMIUM, browser_problem
 
 TOKEN = "p" * 43
 FULL = {"events": 100_000, "minutes": 10.0, "sessions": 10_000}
@@ -135,11 +134,13 @@ def feed_row(scale: dict[str, float]) -> list[str]:
             writer.join()
             latest = store.events.load(after_seq=0, limit=1).latest_seq
             wait_for(
-                lambda: driver.execute_script(
-                    "const r = document.querySelector('#feed tbody tr');"
-                    "return r && +r.dataset.seq;"
-                )
-                == latest,
+                lambda: (
+                    driver.execute_script(
+                        "const r = document.querySelector('#feed tbody tr');"
+                        "return r && +r.dataset.seq;"
+                    )
+                    == latest
+                ),
                 10,
             )
             end = heap_mb(driver)
