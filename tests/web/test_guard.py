@@ -63,6 +63,9 @@ def test_a_token_in_the_query_string_is_refused(web: InProcess) -> None:
 
 def test_ten_failed_authentications_a_minute_are_then_refused(served: Store) -> None:
     with serve(served) as web:
+        for _ in range(20):  # no token at all: refused, but no guess to count
+            assert code(web.get("/api/events"))[0] == 401
+        assert code(web.get("/api/events", headers=bearer())) == (200, None)
         for _ in range(10):
             assert code(web.get("/api/events", headers=bearer("z" * 43)))[0] == 401
         limited = web.get("/api/events", headers=bearer())  # even the right token, now
@@ -78,16 +81,21 @@ def test_the_cookie_is_set_by_the_header_token_and_then_accepted(web: InProcess)
     made = web.request("POST", "/api/session", headers=bearer())
     assert made.status_code == 204
     cookie = made.headers["set-cookie"]
-    assert cookie.startswith(f"session_journal_token={ADMIN};")
+    assert cookie.startswith(f"session_journal_token_80={ADMIN};")  # Host: localhost
     assert {"HttpOnly", "Path=/", "SameSite=strict"} <= {p.strip() for p in cookie.split(";")}
-    with_cookie = {"Cookie": f"session_journal_token={ADMIN}"}
+    with_cookie = {"Cookie": f"session_journal_token_80={ADMIN}"}
     assert code(web.get("/api/events", headers=with_cookie)) == (200, None)
     # The cookie alone cannot make another cookie, and another site cannot use it.
     assert code(web.request("POST", "/api/session", headers=with_cookie)) == (401, "unauthorized")
     cross = {**with_cookie, "Sec-Fetch-Site": "cross-site"}
     assert code(web.get("/api/events", headers=cross)) == (403, "origin_not_allowed")
-    bad = {"Cookie": f"session_journal_token={'q' * 43}"}
+    bad = {"Cookie": f"session_journal_token_80={'q' * 43}"}
     assert code(web.get("/api/events", headers=bad)) == (401, "unauthorized")
+    # Another port's cookie (another server on this host) is not this server's.
+    for other in (f"session_journal_token_8765={ADMIN}", f"session_journal_token={ADMIN}"):
+        assert code(web.get("/api/events", headers={"Cookie": other})) == (401, "unauthorized")
+    on_port = {"Cookie": f"session_journal_token_8765={ADMIN}", "Host": "localhost:8765"}
+    assert code(web.get("/api/events", headers=on_port)) == (200, None)
 
 
 @pytest.mark.parametrize(
@@ -218,7 +226,7 @@ def test_the_settings_are_checked(served: Store) -> None:
 def test_another_applications_cookie_does_not_hide_ours(web: InProcess) -> None:
     # Cookies ignore ports: another application on this host may set any cookie.
     for other in ('prefs={"theme":"dark"}', "a=b=c", "junk", 'x="unterminated'):
-        cookie = {"Cookie": f"{other}; session_journal_token={ADMIN}; z=1"}
+        cookie = {"Cookie": f"{other}; session_journal_token_80={ADMIN}; z=1"}
         assert code(web.get("/api/events", headers=cookie)) == (200, None), other
 
 
@@ -231,7 +239,7 @@ def test_under_a_mount_prefix(served: Store) -> None:
         assert code(web.get("/journal/healthz")) == (200, None)  # no token there
         assert code(web.get("/journal/api/events", headers=bearer())) == (200, None)
         assert code(web.get("/journal/api/events")) == (401, "unauthorized")
-        with_cookie = {"Cookie": f"session_journal_token={ADMIN}"}
+        with_cookie = {"Cookie": f"session_journal_token_80={ADMIN}"}
         assert code(web.get("/journal/api/events", headers=with_cookie)) == (200, None)
         # The cookie is made from the header's token only, under the prefix too.
         made = web.request("POST", "/journal/api/session", headers=with_cookie)

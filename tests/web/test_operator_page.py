@@ -11,10 +11,12 @@ backends."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -38,6 +40,10 @@ from tests.web.scenario import controller
 
 pytestmark = pytest.mark.slow
 
+PLUS = "a+b/c=" + "d" * 40
+"""A token with the characters a URL's query would change."""
+REFRESH_S = 5.0
+"""The views' refresh without events (views.js REFRESH_MS)."""
 LIVE_S = 2.0
 """The issue's bound: an event appended after the page loaded is shown within this."""
 HOSTILE = (
@@ -79,7 +85,7 @@ def writer(migrated_url: str) -> Iterator[Store]:
 @pytest.fixture
 def live(writer: Store, migrated_url: str, tmp_path: Path) -> Iterator[LiveServer]:
     with LiveServer(
-        migrated_url, tmp_path, "--page-hidden-close", "2", token_lines=f"{ADMIN}\n"
+        migrated_url, tmp_path, "--page-hidden-close", "2", token_lines=f"{ADMIN}\n{PLUS}\n"
     ) as server:
         yield server
 
@@ -96,10 +102,16 @@ def connection(driver: Any) -> str:
     return text_of(driver, "connection")
 
 
-def open_page(driver: Any, address: str, *, token: bool = True) -> None:
+def open_page(driver: Any, address: str, *, token: bool = True, fragment: str = "") -> None:
     """Load the page at `address` (the token in the fragment) and wait until it is live."""
-    driver.get(address + (f"#token={ADMIN}" if token else ""))
+    driver.get(address + (f"#token={fragment or ADMIN}" if token or fragment else ""))
     wait_for(lambda: connection(driver) == "live", 10, f"{address} live")
+
+
+def refusals(base: str) -> int:
+    status = httpx.get(base + "/api/status", headers=bearer()).json()
+    count: int = status["auth_failures"]
+    return count
 
 
 def streams(base: str) -> int:
@@ -136,7 +148,7 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     assert "busy · running the tests" in sessions and "busy · waiting for input" in sessions
     assert "cmd-7" in sessions and "checkpointing" in sessions
     assert ADMIN not in page.current_url  # the fragment is dropped once traded for the cookie
-    cookie = page.get_cookie("session_journal_token")
+    cookie = page.get_cookie(f"session_journal_token_{live.port}")  # one per port
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
     assert page.execute_script("return document.cookie;") == ""  # no script reads it
     screenshot(page, "sessions", tmp_path)
@@ -239,6 +251,10 @@ def test_filters_in_the_url_survive_a_reload_and_apply_to_live_events(
     wait_for(lambda: "state=provisioning" in page.current_url, 5, "the URL follows the filter")
     wait_for(lambda: "No sessions match." in text_of(page, "sessions"), 5, "none in w-2")
 
+    for name in ("constructor", "__proto__", "toString"):  # not views: the sessions list
+        open_page(page, live.base + f"/?view={name}", token=False)
+        wait_for(lambda: "s-1" in text_of(page, "sessions"), 5, f"view={name}")
+
     open_page(page, live.base + "/?view=feed&session=s-2&type=session_fault", token=False)
     assert rows(page) == [2]
     page.refresh()
@@ -294,9 +310,12 @@ def test_the_page_under_a_mount_prefix(page: Any, writer: Store, tmp_path: Path)
 def test_without_a_token_in_the_url_the_page_asks_for_it(
     page: Any, live: LiveServer, tmp_path: Path
 ) -> None:
-    page.get(live.base + "/")
+    page.get(live.base + "/?view=session&id=s-1")
     wait_for(lambda: connection(page) == "signed out", 10, "signed out")
     assert "needs its token" in text_of(page, "login")
+    assert refusals(live.base) == 1  # one request, then nothing until signed in
+    time.sleep(REFRESH_S + 1)  # no refresh either (a polling page would lock its address out)
+    assert refusals(live.base) == 1
     page.find_element("id", "login-token").send_keys("x" * 43 + "\n")
     wait_for(lambda: "valid token" in text_of(page, "login-error"), 5, "the refusal shown")
     screenshot(page, "login", tmp_path)
@@ -304,5 +323,96 @@ def test_without_a_token_in_the_url_the_page_asks_for_it(
     field.clear()
     field.send_keys(ADMIN + "\n")
     wait_for(lambda: connection(page) == "live", 10, "live once signed in")
-    assert "s-1" in text_of(page, "sessions") and text_of(page, "login") == ""
+    assert "Which directory?" in text_of(page, "session") and text_of(page, "login") == ""
     assert violations(page) == []
+
+
+def test_a_stale_token_in_the_url_then_signing_in_goes_live(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    page.get(live.base + "/?view=feed#token=" + "x" * 43)  # a link from before a token change
+    wait_for(lambda: connection(page) == "signed out", 10, "signed out")
+    page.find_element("id", "login-token").send_keys(ADMIN + "\n")
+    wait_for(lambda: connection(page) == "live", 10, "live once signed in")
+    append_raw(writer, "s-2", fault("after signing in"))
+    wait_for(lambda: rows(page)[:1] == [3], LIVE_S, "live events")
+
+
+def test_a_token_with_plus_and_slash_from_the_printed_link(page: Any, live: LiveServer) -> None:
+    open_page(page, live.base + "/?view=feed", token=False, fragment=quote(PLUS, safe=""))
+    assert rows(page) == [2, 1]
+
+
+def test_load_older_reads_each_page_once_and_the_transcript_has_no_holes(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    append_raw(writer, "s-2", fault("history"), count=450)  # seqs 3..452
+    open_page(page, live.base + "/?view=feed")
+    page.execute_script(
+        "const b = [...document.querySelectorAll('#feed button')].at(-1); b.click(); b.click();"
+    )
+    wait_for(lambda: len(rows(page)) == 400, 5, "one older page")
+    time.sleep(0.5)
+    assert rows(page) == list(range(452, 52, -1))  # each once, newest first
+
+    writer.sessions.save(SessionRecord(id="s-3", project_id="p"))
+    chain = RelayChain()
+    said = [AgentMessage(message_id=f"m-{n}", text=f"message {n}") for n in range(120)]
+    writer.projection.apply("s-3", chain.extend(said[:3], recorded_at_ms=100))
+    open_page(page, live.base + "/?view=session&id=s-3", token=False)
+    wait_for(lambda: positions(page) == [2, 1, 0], 5, "the transcript")
+    writer.projection.apply("s-3", chain.extend(said[3:], recorded_at_ms=200))  # > a page
+    wait_for(lambda: positions(page)[:1] == [119], REFRESH_S + 2, "the newest item")
+    shown = positions(page)
+    assert shown == list(range(119, 119 - len(shown), -1))  # no hole
+    older = page.find_element("css selector", "#session > button")
+    while len(positions(page)) < 120:
+        count = len(positions(page))
+        older.click()
+        wait_for(lambda c=count: len(positions(page)) > c, 5, "an older page")
+    assert positions(page) == list(range(119, -1, -1))
+
+
+def positions(driver: Any) -> list[int]:
+    found: list[int] = driver.execute_script(
+        "return [...document.querySelectorAll('#session .transcript li')]"
+        ".map((n) => +n.dataset.position);"
+    )
+    return found
+
+
+class SlowHistory:
+    """The app, with the answers to pages of history (`before_seq`) held back 1.5 s after they
+    were read while `hold` is set: a slow network, as the page sees it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.hold = threading.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        slow = self.hold.is_set() and b"before_seq" in scope.get("query_string", b"")
+
+        async def sending(message: Any) -> None:
+            if slow and message["type"] == "http.response.start":
+                await asyncio.sleep(1.5)
+            await send(message)
+
+        await self.app(scope, receive, sending if slow else send)
+
+
+def test_an_event_that_arrives_while_the_feed_loads_is_shown(page: Any, writer: Store) -> None:
+    feed = create_app(writer, WebSettings(tokens={ADMIN: None}))
+    slow = SlowHistory(feed)
+    with ThreadServer(slow) as server:
+        try:
+            open_page(page, server.base + "/?view=sessions")
+            slow.hold.set()
+            page.find_element("id", "nav-feed").click()
+            time.sleep(0.5)  # the page of history is read; its answer is on its way
+            append_raw(writer, "s-1", fault("while the feed loads"))  # seq 3, on the stream
+            wait_for(lambda: rows(page) == [3, 2, 1], 5, "the feed with the event")
+            time.sleep(0.5)
+            assert rows(page) == [3, 2, 1]
+        finally:
+            page.get("about:blank")
+            asyncio.run_coroutine_threadsafe(shutdown_streams(feed), server.loop).result(10)

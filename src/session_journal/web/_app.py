@@ -31,7 +31,7 @@ from session_journal import (
 )
 from session_journal.aio import AsyncStore
 
-from ._guard import COOKIE, FailedAuthentications, Guard, Principal
+from ._guard import FailedAuthentications, Guard, Principal, cookie_name
 from ._page import Page
 from ._problems import Problem, bad_request, not_found
 from ._query import Query, visible_session
@@ -234,14 +234,14 @@ class _Api:
 
     async def login(self, request: Request) -> Response:
         """`POST /api/session`: the bearer token of the header (the guard checked it) as the
-        cookie the operator page's requests carry."""
+        cookie the operator page's requests carry (`cookie_name`: one per port)."""
         Query(request.scope["query_string"], frozenset())
         authorization = request.headers.get("authorization")
         response = Response(status_code=204)
         if authorization is not None:  # absent only on a server without tokens
             token = authorization.strip().partition(" ")[2].strip()
             response.set_cookie(
-                COOKIE,
+                cookie_name(request.scope),
                 token,
                 httponly=True,
                 samesite="strict",

@@ -21,9 +21,11 @@ from ._settings import WebSettings
 MAX_URL_BYTES = 8192
 """The longest path and query string a request may have (414 above)."""
 COOKIE = "session_journal_token"
-"""The cookie `POST /api/session` sets for the operator page."""
+"""The name of the cookie `POST /api/session` sets for the operator page, before the port
+(`cookie_name`)."""
 FAILED_AUTH_LIMIT = 10
-"""Failed authentications one client address may make per `FAILED_AUTH_WINDOW_S`; 429 after."""
+"""Failed authentications (a wrong token presented) one client address may make per
+`FAILED_AUTH_WINDOW_S`; 429 after. A request without any token is refused but not counted."""
 FAILED_AUTH_WINDOW_S = 60.0
 _MAX_TRACKED_ADDRESSES = 10_000
 _QUERY_TOKENS = frozenset({"token", "access_token", "session_journal_token", "authorization"})
@@ -48,6 +50,16 @@ class Principal:
     key: str
     workspace: str | None
     by_cookie: bool = False
+
+
+def cookie_name(scope: Scope) -> str:
+    """The cookie of this server: `session_journal_token_PORT`, the port of the request's
+    `Host` (else the scheme's). Cookies ignore ports: with one name, two servers on one host
+    (two `serve`s, two SSH tunnels) would overwrite each other's cookie, and each would present
+    the other's token as a failed authentication."""
+    host = split_host(_headers(scope).get("host", ""))
+    port = host[1] if host is not None and host[1] else None
+    return f"{COOKIE}_{port or _DEFAULT_PORTS.get(scope.get('scheme', 'http'), '80')}"
 
 
 def app_path(scope: Scope) -> str:
@@ -96,9 +108,13 @@ class FailedAuthentications:
             return None
         return max(1, int(failures[0] + FAILED_AUTH_WINDOW_S - now + 1))
 
-    def failed(self, address: str, now: float) -> None:
-        """Count a failure of `address`."""
+    def failed(self, address: str, now: float, *, guessed: bool = True) -> None:
+        """Count a refusal of `address`; toward its limit only when it presented a token
+        (`guessed`): a request with none guesses nothing (a signed-out page, a browser's own
+        requests), and must not lock out the clients that share its address."""
         self.refused += 1
+        if not guessed:
+            return
         if address not in self._failures and len(self._failures) >= _MAX_TRACKED_ADDRESSES:
             self._forget(now)
         self._failures.setdefault(address, deque(maxlen=FAILED_AUTH_LIMIT)).append(now)
@@ -210,7 +226,8 @@ class Guard:
                 f"too many failed authentications from this address; retry in {wait} s",
                 headers={"Retry-After": str(wait)},
             )
-        presented, by_cookie = _presented(headers, cookie_allowed=path != SESSION_PATH)
+        cookie = None if path == SESSION_PATH else cookie_name(scope)
+        presented, by_cookie = _presented(headers, cookie)
         if not self._tokens:  # allow_no_token: every client is its own address
             return Principal(key=f"address:{address}", workspace=None)
         if presented is not None:
@@ -222,27 +239,28 @@ class Guard:
             if match is not None:
                 key = hashlib.sha256(match[0]).hexdigest()[:32]
                 return Principal(key=key, workspace=match[1], by_cookie=by_cookie)
-        self.failures.failed(address, now)
+        self.failures.failed(address, now, guessed=presented is not None)
         raise Problem(
             "unauthorized",
             "a valid token is required: 'Authorization: Bearer TOKEN'"
-            + ("" if path == SESSION_PATH else " or the session_journal_token cookie"),
+            + ("" if cookie is None else f" or the {cookie} cookie"),
             headers={"WWW-Authenticate": 'Bearer realm="session-journal"'},
         )
 
 
-def _presented(headers: dict[str, str], *, cookie_allowed: bool) -> tuple[str | None, bool]:
-    """The token the request presents, and whether it came in the cookie."""
+def _presented(headers: dict[str, str], cookie: str | None) -> tuple[str | None, bool]:
+    """The token the request presents, and whether it came in the cookie named `cookie`
+    (`None`: a cookie is not taken)."""
     authorization = headers.get("authorization")
     if authorization is not None:
         scheme, _, token = authorization.strip().partition(" ")
         return (token.strip() if scheme.lower() == "bearer" else None), False
-    if cookie_allowed and "cookie" in headers:
+    if cookie is not None and "cookie" in headers:
         # Pair by pair, as browsers send them: another application's cookie on this host
         # (cookies ignore ports), however it is written, does not hide this one.
         for pair in headers["cookie"].split(";"):
             name, equals, value = pair.strip().partition("=")
-            if equals and name.strip() == COOKIE:
+            if equals and name.strip() == cookie:
                 return value.strip().strip('"'), True
     return None, False
 

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
+from urllib.parse import quote
 
 from session_journal import InvalidRecord, MissingDependency, Store
 
@@ -112,7 +113,7 @@ def page_line(address: str, args: argparse.Namespace, tokens: dict[str, str | No
         return f"session-journal: the operator page: {url}"
     if sys.stdout.isatty():
         token = next(iter(tokens))  # the first of the file, or the environment's
-        return f"session-journal: the operator page: {url}#token={token}"
+        return f"session-journal: the operator page: {url}#token={quote(token, safe='')}"
     where = TOKEN_VARIABLE if args.token_file is None else f"the first of {args.token_file}"
     return f"session-journal: the operator page: {url} (its token: {where})"
 

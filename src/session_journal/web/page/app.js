@@ -2,7 +2,7 @@
 // `?view=feed&session=&type=`, `?view=session&id=`, `?view=search&q=`), kept live by the
 // browser's one shared stream (stream.js).
 
-import { ApiError, signIn } from './api.js';
+import { ApiError, getJSON, signIn } from './api.js';
 import { say } from './dom.js';
 import { FeedView } from './feed.js';
 import { SharedStream } from './stream.js';
@@ -15,6 +15,20 @@ const STATUS_TEXT = {
 };
 
 const $ = (id) => document.getElementById(id);
+
+/** The `token=` of a fragment, percent-decoded (a `+` stays a `+`: tokens may hold one). */
+function fragmentToken(hash) {
+  for (const part of hash.replace(/^#/, '').split('&')) {
+    if (part.startsWith('token=')) {
+      try {
+        return decodeURIComponent(part.slice(6));
+      } catch {
+        return part.slice(6);
+      }
+    }
+  }
+  return '';
+}
 
 class App {
   constructor() {
@@ -43,26 +57,37 @@ class App {
 
   async start() {
     // `serve` prints the page's URL with the token in the fragment, which no request carries:
-    // it is traded for the cookie, then dropped from the address bar and the history.
-    const token = new URLSearchParams(location.hash.slice(1)).get('token');
+    // it is traded for the cookie, then dropped from the address bar and this tab's history
+    // (the browser's own history keeps the address as it was opened).
+    const token = fragmentToken(location.hash);
     if (token) {
       history.replaceState(null, '', location.pathname + location.search);
       try {
         await signIn(token);
       } catch (error) {
-        this.signedOut(error.message);
+        this.signedOut(error.message); // the stream starts once signed in (`reload`)
+        return;
+      }
+    }
+    // One request first: a signed-out page asks once, not once per snapshot of its view.
+    try {
+      await getJSON('api/events', { limit: 1 });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) {
+        this.signedOut();
         return;
       }
     }
     const asOf = await this.render();
-    this.stream.start(asOf === undefined ? null : asOf);
+    this.stream.setCursor(asOf === undefined ? null : asOf);
   }
 
   /** Show the view the URL names; the lowest `as_of_seq` of its snapshots (null: none). */
   async render() {
     if (this.view) this.view.stop();
+    if (this.isSignedOut) return null;
     const params = new URLSearchParams(location.search);
-    const name = VIEWS[params.get('view')] ? params.get('view') : 'sessions';
+    const name = Object.hasOwn(VIEWS, params.get('view') || '') ? params.get('view') : 'sessions';
     if (name === 'search') $('search-box').value = params.get('q') || '';
     this.view = new VIEWS[name](this, params);
     $('view').replaceChildren(this.view.node);
@@ -80,6 +105,7 @@ class App {
 
   /** `promise`'s value; on failure the error is shown (never an empty view) and null given. */
   async run(promise) {
+    if (this.isSignedOut) return null; // nothing is asked until signed in again
     try {
       const value = await promise;
       say($('error'), '');
@@ -106,6 +132,12 @@ class App {
   }
 
   async expired(body) {
+    if (body.code === 'cursor_ahead') {
+      this.showStatus('expired', 'the server\'s log is behind this page');
+      say($('notice'), 'The server\'s log is behind what this page had read (another database, or a restored backup); the page reloaded its views and follows on from there.');
+      await this.reload();
+      return;
+    }
     const cursor = Number(body.cursor);
     const through = Number(body.pruned_through);
     const range = Number.isFinite(cursor) && Number.isFinite(through) && through > cursor
@@ -123,6 +155,8 @@ class App {
   }
 
   signedOut(message) {
+    this.isSignedOut = true;
+    if (this.view) this.view.stop();
     this.showStatus('signed-out', 'the token was refused or is missing');
     $('login').hidden = false;
     say($('login-error'), message || '');
@@ -136,6 +170,7 @@ class App {
       say($('login-error'), error.message);
       return;
     }
+    this.isSignedOut = false;
     $('login').hidden = true;
     $('login-token').value = '';
     say($('login-error'), '');

@@ -50,14 +50,28 @@ export class FeedView {
       && (!this.types.length || this.types.includes(event.event.type));
   }
 
-  /** The newest page; its `latest_seq`, the cursor to follow from. */
+  /** The newest page; its `latest_seq`, the cursor to follow from. Live events that arrive
+   * while it is read are kept and drawn after it (those above its `latest_seq`). */
   async load() {
-    const page = await getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first });
+    this.loads = (this.loads || 0) + 1;
+    const ticket = this.loads;
+    this.loading = [];
+    let page;
+    try {
+      page = await getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first });
+    } catch (error) {
+      if (ticket === this.loads) this.loading = null;
+      throw error;
+    }
+    if (ticket !== this.loads) return page.latest_seq; // a later load replaces this one
+    const loading = this.loading;
+    this.loading = null;
     this.rows.replaceChildren(...page.events.map((event) => this.row(event)));
-    this.newest = Math.max(this.newest, page.latest_seq);
+    this.newest = page.latest_seq;
     this.paused = false;
     this.missed = 0;
     this.showState();
+    this.onEvents(loading);
     return page.latest_seq;
   }
 
@@ -73,6 +87,11 @@ export class FeedView {
   }
 
   onEvents(events) {
+    if (this.loading) {
+      this.loading.push(...events.filter((event) => this.matches(event)));
+      this.loading.splice(0, this.loading.length - FEED_MAX_ROWS); // the newest only
+      return;
+    }
     const fresh = events.filter((event) => event.seq > this.newest && this.matches(event));
     if (events.length) this.newest = Math.max(this.newest, events.at(-1).seq);
     if (!fresh.length) return;
@@ -97,7 +116,13 @@ export class FeedView {
   async loadOlder() {
     const last = this.rows.lastElementChild;
     const before = last ? Number(last.dataset.seq) : NEWEST;
-    const page = await this.app.request(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
+    this.older.disabled = true; // one page at a time: a second click would read the same one
+    let page;
+    try {
+      page = await this.app.request(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
+    } finally {
+      this.older.disabled = false;
+    }
     if (!page) return;
     for (const event of page.events) this.rows.append(this.row(event));
     if (!page.events.length) this.state.textContent = 'nothing older is retained';

@@ -53,8 +53,8 @@ export class SharedStream {
     this.channel = this.shared ? new BroadcastChannel(name) : null;
   }
 
-  /** Start following after `cursor` (a snapshot's `as_of_seq`; null: from the frontier). */
   start(cursor) {
+    this.started = true;
     this.cursor = cursor;
     if (this.shared) {
       this.channel.onmessage = (message) => this.receive(message.data);
@@ -68,8 +68,13 @@ export class SharedStream {
     this.announce();
   }
 
-  /** After the views reloaded (an expiry, a reset): follow after `cursor` from now on. */
+  /** Follow after `cursor` from now on: the first time (a snapshot's `as_of_seq`; null: the
+   * frontier), and after the views reloaded (an expiry, a reset, a sign-in). */
   setCursor(cursor) {
+    if (!this.started) {
+      this.start(cursor);
+      return;
+    }
     this.applying = this.applying.then(() => {
       this.cursor = cursor;
       if (this.leader && this.halted) {
@@ -82,6 +87,7 @@ export class SharedStream {
 
   /** Signed in again: the leader opens the stream. */
   resume() {
+    if (!this.started) return; // `setCursor` starts it
     this.post({ t: 'resume' });
     this.receive({ t: 'resume' });
   }
@@ -234,7 +240,7 @@ export class SharedStream {
   async follow(signal) {
     let first = true;
     while (!signal.aborted && !this.halted) {
-      this.setStatus(first ? 'connecting' : 'reconnecting');
+      if (first) this.setStatus('connecting');
       first = false;
       let pause = this.retryMs * (0.5 + Math.random());
       try {
@@ -262,6 +268,8 @@ export class SharedStream {
       } catch (error) {
         if (signal.aborted) return;
       }
+      if (signal.aborted) return;
+      this.setStatus('reconnecting');
       await sleep(pause, signal);
     }
   }

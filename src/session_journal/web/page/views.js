@@ -8,6 +8,7 @@ export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'c
   'destroying', 'error', 'startup-cleanup'];
 export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible lists refresh this often
 const LIVE_DELAY_MS = 250; // events close together cause one refresh
+const MAX_ITEMS = 1000; // transcript items kept as new ones arrive
 
 /** Calls `action` at most once per `LIVE_DELAY_MS` after `poke`, and every `REFRESH_MS`. */
 class Refresher {
@@ -183,25 +184,42 @@ export class SessionView {
         el('pre', {}, JSON.stringify(question.requested_schema, null, 2))))));
     if (!questions.questions.length) this.questions.append(el('li', { class: 'muted' }, 'None.'));
     this.state.textContent = JSON.stringify(state.state, null, 2);
-    const fresh = transcript.items.filter((item) => item.position > this.newestPosition).reverse();
-    for (const item of fresh) this.items.prepend(this.item(item)); // oldest first: newest ends on top
-    if (fresh.length) this.newestPosition = fresh.at(-1).position;
-    if (this.oldestPosition === null) {
+    const { items } = transcript; // newest first; positions have no holes
+    const behind = this.newestPosition >= 0 && items.length
+      && items.at(-1).position > this.newestPosition + 1;
+    if (this.oldestPosition === null || behind) {
+      // The first load, or more items came than a page holds: start again from the newest page
+      // ("Load older" reaches the rest) rather than leave a hole.
+      this.items.replaceChildren(...items.map((item) => this.item(item)));
+      this.newestPosition = items.length ? items[0].position : -1;
       this.oldestPosition = transcript.next_before_position;
-      this.older.disabled = transcript.items.length === 0 || transcript.next_before_position === 0;
+      this.older.disabled = items.length === 0 || transcript.next_before_position === 0;
+    } else {
+      const fresh = items.filter((item) => item.position > this.newestPosition).reverse();
+      for (const item of fresh) this.items.prepend(this.item(item)); // the newest ends on top
+      if (fresh.length) this.newestPosition = fresh.at(-1).position;
+      if (this.items.childElementCount > MAX_ITEMS) { // the oldest drop off; "Load older" again
+        while (this.items.childElementCount > MAX_ITEMS) this.items.lastChild.remove();
+        this.oldestPosition = Number(this.items.lastChild.dataset.position);
+        this.older.disabled = false;
+      }
     }
     const seqs = [session.as_of_seq, state.as_of_seq, questions.as_of_seq, transcript.as_of_seq];
     return Math.min(...seqs, ...(eventsAsOf === null ? [] : [eventsAsOf]));
   }
 
   item(item) {
-    return el('li', { class: `item ${item.body.type}` },
+    const node = el('li', { class: `item ${item.body.type}` },
       el('span', { class: 'kind' }, `${item.position} · ${item.body.type.replace('_', ' ')}`),
       el('p', { class: 'text' }, cut(transcriptText(item.body), 20_000)));
+    node.dataset.position = String(item.position);
+    return node;
   }
 
   async loadOlder() {
+    this.older.disabled = true; // one page at a time: a second click would read the same one
     const page = await this.app.request(getJSON(this.path('/transcript'), { before_position: this.oldestPosition, limit: 50 }));
+    this.older.disabled = false;
     if (!page) return;
     for (const item of page.items) this.items.append(this.item(item));
     this.oldestPosition = page.next_before_position;
