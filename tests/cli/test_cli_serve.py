@@ -83,6 +83,7 @@ def test_a_loopback_server_without_a_token(migrated_url: str, tmp_path: Path) ->
     with LiveServer(migrated_url, tmp_path, "--no-token") as live:
         answer = httpx.get(live.base + "/api/events")
         assert answer.status_code == 200 and answer.json()["latest_seq"] == 0
+        assert "page/app.js" in httpx.get(live.base + "/").text  # the operator page
         assert live.terminate() == 0
         assert f"the operator page: {live.base}/\n" in live.output()
 

@@ -4,6 +4,7 @@ scoping of a token bound to one workspace, endpoint by endpoint. On both backend
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +30,15 @@ def serve(store: Store, **settings: Any) -> InProcess:
 def web(served: Store) -> Iterator[InProcess]:
     with serve(served) as client:
         yield client
+
+
+def cookie_of(tokens: dict[str, str | None]) -> str:
+    """The cookie's name for an app with these tokens: 12 hex digits of a digest of them."""
+    listed = "\n".join(sorted(f"{token} {workspace or ''}" for token, workspace in tokens.items()))
+    return f"session_journal_token_{hashlib.sha256(listed.encode()).hexdigest()[:12]}"
+
+
+OURS = cookie_of(TOKENS)
 
 
 def code(response: Any) -> tuple[int, str | None]:
@@ -81,21 +91,39 @@ def test_the_cookie_is_set_by_the_header_token_and_then_accepted(web: InProcess)
     made = web.request("POST", "/api/session", headers=bearer())
     assert made.status_code == 204
     cookie = made.headers["set-cookie"]
-    assert cookie.startswith(f"session_journal_token_80={ADMIN};")  # Host: localhost
+    assert cookie.startswith(f"{OURS}={ADMIN};")
     assert {"HttpOnly", "Path=/", "SameSite=strict"} <= {p.strip() for p in cookie.split(";")}
-    with_cookie = {"Cookie": f"session_journal_token_80={ADMIN}"}
+    with_cookie = {"Cookie": f"{OURS}={ADMIN}"}
     assert code(web.get("/api/events", headers=with_cookie)) == (200, None)
     # The cookie alone cannot make another cookie, and another site cannot use it.
     assert code(web.request("POST", "/api/session", headers=with_cookie)) == (401, "unauthorized")
     cross = {**with_cookie, "Sec-Fetch-Site": "cross-site"}
     assert code(web.get("/api/events", headers=cross)) == (403, "origin_not_allowed")
-    bad = {"Cookie": f"session_journal_token_80={'q' * 43}"}
+    bad = {"Cookie": f"{OURS}={'q' * 43}"}
     assert code(web.get("/api/events", headers=bad)) == (401, "unauthorized")
-    # Another port's cookie (another server on this host) is not this server's.
-    for other in (f"session_journal_token_8765={ADMIN}", f"session_journal_token={ADMIN}"):
+    # Another server's cookie on this host (other tokens: another name) is not this one's,
+    # and presents no guess.
+    for other in (f"{cookie_of({'q' * 43: None})}={ADMIN}", f"session_journal_token={ADMIN}"):
         assert code(web.get("/api/events", headers={"Cookie": other})) == (401, "unauthorized")
-    on_port = {"Cookie": f"session_journal_token_8765={ADMIN}", "Host": "localhost:8765"}
-    assert code(web.get("/api/events", headers=on_port)) == (200, None)
+
+
+def test_two_servers_on_one_host_keep_a_cookie_each(served: Store) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    prod = create_app(served, WebSettings(tokens={ADMIN: None}))
+    staging = create_app(served, WebSettings(tokens={W2_TOKEN: None}))
+    outer = Starlette(routes=[Mount("/prod", app=prod), Mount("/staging", app=staging)])
+    with InProcess(outer) as web:
+        names = []
+        for prefix, token in (("/prod", ADMIN), ("/staging", W2_TOKEN)):
+            made = web.request("POST", prefix + "/api/session", headers=bearer(token))
+            names.append(made.headers["set-cookie"].partition("=")[0])
+        assert names == [cookie_of({ADMIN: None}), cookie_of({W2_TOKEN: None})]
+        both = {"Cookie": f"{names[1]}={W2_TOKEN}; {names[0]}={ADMIN}"}
+        for prefix in ("/prod", "/staging"):
+            for _ in range(12):  # neither is the other's failed authentication
+                assert code(web.get(prefix + "/api/events", headers=both)) == (200, None)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +254,7 @@ def test_the_settings_are_checked(served: Store) -> None:
 def test_another_applications_cookie_does_not_hide_ours(web: InProcess) -> None:
     # Cookies ignore ports: another application on this host may set any cookie.
     for other in ('prefs={"theme":"dark"}', "a=b=c", "junk", 'x="unterminated'):
-        cookie = {"Cookie": f"{other}; session_journal_token_80={ADMIN}; z=1"}
+        cookie = {"Cookie": f"{other}; {OURS}={ADMIN}; z=1"}
         assert code(web.get("/api/events", headers=cookie)) == (200, None), other
 
 
@@ -239,7 +267,7 @@ def test_under_a_mount_prefix(served: Store) -> None:
         assert code(web.get("/journal/healthz")) == (200, None)  # no token there
         assert code(web.get("/journal/api/events", headers=bearer())) == (200, None)
         assert code(web.get("/journal/api/events")) == (401, "unauthorized")
-        with_cookie = {"Cookie": f"session_journal_token_80={ADMIN}"}
+        with_cookie = {"Cookie": f"{OURS}={ADMIN}"}
         assert code(web.get("/journal/api/events", headers=with_cookie)) == (200, None)
         # The cookie is made from the header's token only, under the prefix too.
         made = web.request("POST", "/journal/api/session", headers=with_cookie)

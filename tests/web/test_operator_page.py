@@ -37,6 +37,7 @@ from tests.helpers import append_raw
 from tests.web.browser import open_browser, screenshot, set_hidden, text_of, violations, wait_for
 from tests.web.client import ADMIN, LiveServer, ThreadServer, bearer, fault
 from tests.web.scenario import controller
+from tests.web.test_guard import cookie_of
 
 pytestmark = pytest.mark.slow
 
@@ -148,7 +149,7 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     assert "busy · running the tests" in sessions and "busy · waiting for input" in sessions
     assert "cmd-7" in sessions and "checkpointing" in sessions
     assert ADMIN not in page.current_url  # the fragment is dropped once traded for the cookie
-    cookie = page.get_cookie(f"session_journal_token_{live.port}")  # one per port
+    cookie = page.get_cookie(cookie_of({ADMIN: None, PLUS: None}))  # one per set of tokens
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
     assert page.execute_script("return document.cookie;") == ""  # no script reads it
     screenshot(page, "sessions", tmp_path)
@@ -354,6 +355,16 @@ def test_load_older_reads_each_page_once_and_the_transcript_has_no_holes(
     wait_for(lambda: len(rows(page)) == 400, 5, "one older page")
     time.sleep(0.5)
     assert rows(page) == list(range(452, 52, -1))  # each once, newest first
+    # Resume (the newest page read again) and Load older at once: the older page, read
+    # against rows that are replaced, is dropped rather than leave a hole.
+    buttons = "[...document.querySelectorAll('#feed button')]"
+    page.execute_script(f"{buttons}[1].click();")  # Pause
+    append_raw(writer, "s-2", fault("while paused"), count=5)  # seqs 453..457
+    page.execute_script(f"const b = {buttons}; b[1].click(); b.at(-1).click();")
+    wait_for(lambda: rows(page)[:1] == [457], 5, "resumed")
+    time.sleep(0.5)
+    shown = rows(page)
+    assert shown == list(range(457, 457 - len(shown), -1))  # no hole
 
     writer.sessions.save(SessionRecord(id="s-3", project_id="p"))
     chain = RelayChain()
@@ -416,3 +427,22 @@ def test_an_event_that_arrives_while_the_feed_loads_is_shown(page: Any, writer: 
         finally:
             page.get("about:blank")
             asyncio.run_coroutine_threadsafe(shutdown_streams(feed), server.loop).result(10)
+
+
+def test_a_failed_request_shows_its_error_and_the_view_recovers(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    open_page(page, live.base + "/?view=feed")
+    page.execute_cdp_cmd("Network.enable", {})
+    page.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/api/sessions*"]})
+    page.find_element("id", "nav-sessions").click()
+    wait_for(lambda: "The request failed" in text_of(page, "error"), 5, "the error shown")
+    assert "No sessions match" not in text_of(page, "sessions")  # never an empty "no results"
+    page.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/state"]})
+    page.get(live.base + "/?view=session&id=s-1")
+    wait_for(lambda: "The request failed" in text_of(page, "error"), 5, "the error shown")
+    page.execute_script("document.querySelector('#session > button').click();")  # Load older
+    page.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    time.sleep(REFRESH_S + 1.5)  # a refresh has run
+    assert positions(page) == [1, 0]  # each item once
+    assert text_of(page, "error") == "" and "Which directory?" in text_of(page, "session")

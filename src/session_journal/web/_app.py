@@ -76,10 +76,13 @@ def _session_id(request: Request) -> str:
 class _Api:
     """The JSON routes, on one async store."""
 
-    def __init__(self, store: AsyncStore, hub: _Hub, failures: FailedAuthentications) -> None:
+    def __init__(
+        self, store: AsyncStore, hub: _Hub, failures: FailedAuthentications, cookie: str
+    ) -> None:
         self.store = store
         self.hub = hub
         self.failures = failures
+        self.cookie = cookie
 
     async def healthz(self, request: Request) -> Response:
         return Response(b'{"ok":true}', media_type=_JSON)
@@ -234,14 +237,14 @@ class _Api:
 
     async def login(self, request: Request) -> Response:
         """`POST /api/session`: the bearer token of the header (the guard checked it) as the
-        cookie the operator page's requests carry (`cookie_name`: one per port)."""
+        cookie the operator page's requests carry (`cookie_name`: one per set of tokens)."""
         Query(request.scope["query_string"], frozenset())
         authorization = request.headers.get("authorization")
         response = Response(status_code=204)
         if authorization is not None:  # absent only on a server without tokens
             token = authorization.strip().partition(" ")[2].strip()
             response.set_cookie(
-                cookie_name(request.scope),
+                self.cookie,
                 token,
                 httponly=True,
                 samesite="strict",
@@ -336,7 +339,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         raise InvalidRecord(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
     hub = _Hub(async_store, settings)
     failures = FailedAuthentications()
-    api = _Api(async_store, hub, failures)
+    api = _Api(async_store, hub, failures, cookie_name(dict(settings.tokens)))
     page = Page(settings.page_hidden_close_s)
 
     get = ["GET"]

@@ -21,8 +21,8 @@ from ._settings import WebSettings
 MAX_URL_BYTES = 8192
 """The longest path and query string a request may have (414 above)."""
 COOKIE = "session_journal_token"
-"""The name of the cookie `POST /api/session` sets for the operator page, before the port
-(`cookie_name`)."""
+"""The name of the cookie `POST /api/session` sets for the operator page, before the digest of
+the server's tokens (`cookie_name`)."""
 FAILED_AUTH_LIMIT = 10
 """Failed authentications (a wrong token presented) one client address may make per
 `FAILED_AUTH_WINDOW_S`; 429 after. A request without any token is refused but not counted."""
@@ -52,14 +52,14 @@ class Principal:
     by_cookie: bool = False
 
 
-def cookie_name(scope: Scope) -> str:
-    """The cookie of this server: `session_journal_token_PORT`, the port of the request's
-    `Host` (else the scheme's). Cookies ignore ports: with one name, two servers on one host
-    (two `serve`s, two SSH tunnels) would overwrite each other's cookie, and each would present
-    the other's token as a failed authentication."""
-    host = split_host(_headers(scope).get("host", ""))
-    port = host[1] if host is not None and host[1] else None
-    return f"{COOKIE}_{port or _DEFAULT_PORTS.get(scope.get('scheme', 'http'), '80')}"
+def cookie_name(tokens: dict[str, str | None]) -> str:
+    """The cookie of an app with these tokens: `session_journal_token_` and 12 hex digits of a
+    digest of the tokens and their workspaces. Cookies ignore ports and a proxy may rewrite
+    `Host`: with one name, two servers on one host (two `serve`s, two SSH tunnels, two apps
+    under two mounts) would overwrite each other's cookie, and each would present the other's
+    token as a failed authentication. Apps that share this name accept the same tokens."""
+    listed = "\n".join(sorted(f"{token} {workspace or ''}" for token, workspace in tokens.items()))
+    return f"{COOKIE}_{hashlib.sha256(listed.encode()).hexdigest()[:12]}"
 
 
 def app_path(scope: Scope) -> str:
@@ -139,6 +139,7 @@ class Guard:
         self.failures = failures
         # The app's own copies of the settings, as compared.
         self._tokens = [(token.encode(), workspace) for token, workspace in settings.tokens.items()]
+        self._cookie = cookie_name(dict(settings.tokens))
         self._hosts = frozenset(host.lower() for host in settings.allowed_hosts)
         self._origins = frozenset(origin.lower() for origin in settings.cors_origins)
 
@@ -226,7 +227,7 @@ class Guard:
                 f"too many failed authentications from this address; retry in {wait} s",
                 headers={"Retry-After": str(wait)},
             )
-        cookie = None if path == SESSION_PATH else cookie_name(scope)
+        cookie = None if path == SESSION_PATH else self._cookie
         presented, by_cookie = _presented(headers, cookie)
         if not self._tokens:  # allow_no_token: every client is its own address
             return Principal(key=f"address:{address}", workspace=None)

@@ -103,14 +103,17 @@ class App {
     this.render();
   }
 
-  /** `promise`'s value; on failure the error is shown (never an empty view) and null given. */
+  /** `promise`'s value; on failure the error is shown (never an empty view) and null given.
+   * What a view left meanwhile asked for changes nothing on the page. */
   async run(promise) {
     if (this.isSignedOut) return null; // nothing is asked until signed in again
+    const { view } = this;
     try {
       const value = await promise;
-      say($('error'), '');
+      if (view === this.view) say($('error'), '');
       return value;
     } catch (error) {
+      if (view !== this.view) return null;
       if (error instanceof ApiError && error.status === 401) {
         this.signedOut();
       } else {
@@ -118,10 +121,6 @@ class App {
       }
       return null;
     }
-  }
-
-  request(promise) {
-    return this.run(promise);
   }
 
   showStatus(state, detail) {

@@ -6,6 +6,7 @@ import { getJSON } from './api.js';
 import { cut, el, linkButton, when } from './dom.js';
 
 export const FEED_FIRST = 200;
+export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible views refresh this often
 export const FEED_MAX_ROWS = 1000;
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
 
@@ -20,9 +21,14 @@ export class FeedView {
     this.missed = 0; // live events that matched while paused
     this.newest = 0; // the highest seq this view has seen
     this.rows = el('tbody');
+    this.loaded = false;
+    // A first load that failed (the error is shown) is tried again while the tab is visible.
+    this.retry = setInterval(() => {
+      if (!this.loaded && !this.loading && document.visibilityState === 'visible') this.app.run(this.load());
+    }, REFRESH_MS);
     this.state = el('span', { class: 'muted' });
     this.pause = el('button', { type: 'button', onclick: () => this.togglePause() }, 'Pause');
-    this.older = el('button', { type: 'button', onclick: () => this.loadOlder() }, 'Load older');
+    this.older = el('button', { type: 'button', disabled: true, onclick: () => this.loadOlder() }, 'Load older');
     const session = el('input', { type: 'text', value: this.session, placeholder: 'session id', 'aria-label': 'Session', maxlength: 200 });
     const types = el('input', { type: 'text', value: this.types.join(','), placeholder: 'types, comma-separated', 'aria-label': 'Event types', maxlength: 1000 });
     const apply = () => this.app.navigate({ view: 'feed', session: session.value.trim(), type: types.value.trim() });
@@ -56,6 +62,7 @@ export class FeedView {
     this.loads = (this.loads || 0) + 1;
     const ticket = this.loads;
     this.loading = [];
+    this.older.disabled = true;
     let page;
     try {
       page = await getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first });
@@ -66,6 +73,8 @@ export class FeedView {
     if (ticket !== this.loads) return page.latest_seq; // a later load replaces this one
     const loading = this.loading;
     this.loading = null;
+    this.loaded = true;
+    this.older.disabled = false;
     this.rows.replaceChildren(...page.events.map((event) => this.row(event)));
     this.newest = page.latest_seq;
     this.paused = false;
@@ -117,12 +126,10 @@ export class FeedView {
     const last = this.rows.lastElementChild;
     const before = last ? Number(last.dataset.seq) : NEWEST;
     this.older.disabled = true; // one page at a time: a second click would read the same one
-    let page;
-    try {
-      page = await this.app.request(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
-    } finally {
-      this.older.disabled = false;
-    }
+    const ticket = this.loads;
+    const page = await this.app.run(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
+    if (ticket !== this.loads) return; // the rows were read again meanwhile: this page may not fit
+    this.older.disabled = false;
     if (!page) return;
     for (const event of page.events) this.rows.append(this.row(event));
     if (!page.events.length) this.state.textContent = 'nothing older is retained';
@@ -140,5 +147,7 @@ export class FeedView {
       : '';
   }
 
-  stop() {}
+  stop() {
+    clearInterval(this.retry);
+  }
 }

@@ -2,11 +2,10 @@
 
 import { getJSON } from './api.js';
 import { cut, el, linkButton } from './dom.js';
-import { FeedView } from './feed.js';
+import { FeedView, REFRESH_MS } from './feed.js';
 
 export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'closed',
   'destroying', 'error', 'startup-cleanup'];
-export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible lists refresh this often
 const LIVE_DELAY_MS = 250; // events close together cause one refresh
 const MAX_ITEMS = 1000; // transcript items kept as new ones arrive
 
@@ -146,7 +145,8 @@ export class SessionView {
     this.questions = el('ul', { class: 'questions' });
     this.items = el('ol', { class: 'transcript', reversed: true });
     this.state = el('pre', { class: 'state' });
-    this.older = el('button', { type: 'button', onclick: () => this.loadOlder() }, 'Load older');
+    this.older = el('button', { type: 'button', disabled: true, onclick: () => this.loadOlder() }, 'Load older');
+    this.generation = 0; // counts rebuilds of the transcript: an older page read before one is dropped
     this.events = new FeedView(app, new URLSearchParams({ session: this.id }), true);
     this.node = el('section', { id: 'session' },
       el('h2', {}, 'Session ', el('code', {}, this.id)),
@@ -190,6 +190,7 @@ export class SessionView {
     if (this.oldestPosition === null || behind) {
       // The first load, or more items came than a page holds: start again from the newest page
       // ("Load older" reaches the rest) rather than leave a hole.
+      this.generation += 1;
       this.items.replaceChildren(...items.map((item) => this.item(item)));
       this.newestPosition = items.length ? items[0].position : -1;
       this.oldestPosition = transcript.next_before_position;
@@ -217,8 +218,11 @@ export class SessionView {
   }
 
   async loadOlder() {
+    if (this.oldestPosition === null) return; // not loaded yet
     this.older.disabled = true; // one page at a time: a second click would read the same one
-    const page = await this.app.request(getJSON(this.path('/transcript'), { before_position: this.oldestPosition, limit: 50 }));
+    const { generation } = this;
+    const page = await this.app.run(getJSON(this.path('/transcript'), { before_position: this.oldestPosition, limit: 50 }));
+    if (generation !== this.generation) return; // rebuilt meanwhile: this page may not fit
     this.older.disabled = false;
     if (!page) return;
     for (const item of page.items) this.items.append(this.item(item));
@@ -233,6 +237,7 @@ export class SessionView {
 
   stop() {
     this.refresher.stop();
+    this.events.stop();
   }
 }
 
