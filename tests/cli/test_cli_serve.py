@@ -122,3 +122,17 @@ def test_serve_prints_the_page_with_the_token_in_the_fragment_on_a_terminal_only
     serving, page = page_lines(migrated_url, tokens, terminal=False)
     base = serving.removeprefix("session-journal: serving on ")
     assert page == f"session-journal: the operator page: {base}/ (its token: the first of {tokens})"
+
+
+def test_the_page_hidden_close_delay_is_bounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'journal.db'}"
+    for value in ("0.5", "86401", "nan", "soon"):
+        with pytest.raises(SystemExit) as stopped:
+            main(["--url", url, "serve", "--no-token", "--page-hidden-close", value])
+        assert stopped.value.code == 2
+        assert "--page-hidden-close: must be a number of seconds from 1 to 86400" in (
+            capsys.readouterr().err
+        )
+    assert not (tmp_path / "journal.db").exists()

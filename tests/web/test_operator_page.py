@@ -337,6 +337,9 @@ def test_a_stale_token_in_the_url_then_signing_in_goes_live(
     wait_for(lambda: connection(page) == "live", 10, "live once signed in")
     append_raw(writer, "s-2", fault("after signing in"))
     wait_for(lambda: rows(page)[:1] == [3], LIVE_S, "live events")
+    page.get(live.base + "/?view=sessions#token=" + "y" * 43)  # a stale link, a valid cookie
+    wait_for(lambda: connection(page) == "live", 10, "live on the earlier cookie")
+    assert "The token in the address was refused" in text_of(page, "notice")
 
 
 def test_a_token_with_plus_and_slash_from_the_printed_link(page: Any, live: LiveServer) -> None:

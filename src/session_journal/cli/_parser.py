@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--page-hidden-close",
-        type=float,
+        type=_seconds(1.0, 86400.0),
         default=60.0,
         metavar="SECONDS",
         help="the operator page closes its stream when every tab has been hidden this long "
@@ -247,6 +247,21 @@ def _interval(text: str) -> float:
             f"got {text!r}"
         )
     return seconds
+
+
+def _seconds(low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = math.nan
+        if not low <= seconds <= high:  # also true for NaN
+            raise argparse.ArgumentTypeError(
+                f"must be a number of seconds from {low:g} to {high:g}, got {text!r}"
+            )
+        return seconds
+
+    return parse
 
 
 def _duration(text: str) -> int:

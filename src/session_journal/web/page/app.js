@@ -60,24 +60,26 @@ class App {
     // it is traded for the cookie, then dropped from the address bar and this tab's history
     // (the browser's own history keeps the address as it was opened).
     const token = fragmentToken(location.hash);
+    let refused = '';
     if (token) {
       history.replaceState(null, '', location.pathname + location.search);
       try {
         await signIn(token);
       } catch (error) {
-        this.signedOut(error.message); // the stream starts once signed in (`reload`)
-        return;
+        refused = `The token in the address was refused: ${error.message}`;
       }
     }
-    // One request first: a signed-out page asks once, not once per snapshot of its view.
+    // One request first: a signed-out page asks once, not once per snapshot of its view (an
+    // earlier cookie may still sign it in when the address's token was refused).
     try {
       await getJSON('api/events', { limit: 1 });
     } catch (error) {
       if (error instanceof ApiError && error.status === 401) {
-        this.signedOut();
+        this.signedOut(refused); // the stream starts once signed in (`reload`)
         return;
       }
     }
+    if (refused) say($('notice'), `${refused}; this page uses its earlier sign-in.`);
     const asOf = await this.render();
     this.stream.setCursor(asOf === undefined ? null : asOf);
   }
