@@ -196,6 +196,16 @@ def print_table(rows: list[Row], targets: dict[tuple[str, str], float]) -> None:
         print(f"{row.backend:<11}{row.workload:<30}{numbers}  {verdict(row, target)}")
 
 
+def print_markdown(title: str, lines: Sequence[Sequence[str]]) -> None:
+    """`## title`, then `lines` (backend, measure, figure, target and verdict) as a Markdown
+    table, as the docs' performance page shows them."""
+    print(f"\n## {title}\n")
+    print("| backend | measure | figure | target |")
+    print("| --- | --- | --- | --- |")
+    for line in lines:
+        print("| " + " | ".join(line) + " |")
+
+
 def bench_arguments(doc: str | None, argv: Sequence[str] | None) -> argparse.Namespace:
     """`--quick` and `--only sqlite|postgresql`, which `make bench` passes to every script."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)

@@ -9,88 +9,36 @@
    the first row drawn (the page's `performance.mark('sessions-drawn')`), median of 5 loads
    (target <= 1 s); on SQLite and PostgreSQL.
 
+The server, the browser and the waits are the browser tests' own (`tests/web`).
 Usage: `page.py [--quick] [--only sqlite|postgresql]` (`--quick`: 1 minute, 10,000 events).
 Skipped, saying so, where /usr/bin/chromium or /usr/bin/chromedriver is missing.
 """
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from _databases import database
-from _harness import bench_arguments
+from _harness import bench_arguments, print_markdown
 from bench import BODY
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from session_journal import SessionRecord, Store
-from tests.web.browser import ARGUMENTS, CHROMEDRIVER, CHROMIUM, browser_problem
+from tests.web.browser import browser_problem, open_browser, wait_for
+from tests.web.client import LiveServer
 
 TOKEN = "p" * 43
 FULL = {"events": 100_000, "minutes": 10.0, "sessions": 10_000}
 QUICK = {"events": 10_000, "minutes": 1.0, "sessions": 10_000}
 RATE = 100  # events per second while the page is open
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class Served:
-    """`session-journal serve` on `url` in a process of its own."""
-
-    def __init__(self, url: str) -> None:
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "SESSION_JOURNAL_WEB_TOKEN": TOKEN}
-        command = [sys.executable, "-m", "session_journal", "--url", url, "serve"]
-        self.process = subprocess.Popen(
-            [*command, "--port", str(self.port)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if "serving on" in line:
-                break
-
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(20)
-
-
-def browser() -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for argument in ARGUMENTS:
-        options.add_argument(argument)
-    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-
-
-def wait_for(condition: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError("the page did not get there")
 
 
 def heap_mb(driver: Any) -> float:
@@ -107,16 +55,30 @@ def append(store: Store, count: int, session: str = "s-feed") -> None:
         uow.commit()
 
 
+@contextmanager
+def live_page(url: str, address: str) -> Iterator[tuple[Any, str]]:
+    """`serve` on `url`, and a browser signed in to it showing `address` (a path) live; the
+    browser and the server's address."""
+    with (
+        tempfile.TemporaryDirectory() as logs,
+        LiveServer(url, Path(logs), token_lines=f"{TOKEN}\n") as served,
+    ):
+        driver = open_browser()
+        try:
+            driver.get(f"{served.base}{address}#token={TOKEN}")
+            wait_for(lambda: driver.find_element("id", "connection").text == "live", 20, "live")
+            yield driver, served.base
+        finally:
+            driver.quit()
+
+
 def feed_row(scale: dict[str, float]) -> list[str]:
     with database("sqlite", "page_feed") as url, Store.open(url, upgrade=True) as store:
         store.sessions.save(SessionRecord(id="s-feed", project_id="p"))
         for _ in range(int(scale["events"]) // 5000):
             append(store, 5000)
-        served, driver = Served(url), browser()
-        try:
+        with live_page(url, "/?view=feed") as (driver, _):
             driver.execute_cdp_cmd("Performance.enable", {})
-            driver.get(f"{served.base}/?view=feed#token={TOKEN}")
-            wait_for(lambda: driver.find_element("id", "connection").text == "live", 20)
             start = heap_mb(driver)
             stop = threading.Event()
 
@@ -133,22 +95,14 @@ def feed_row(scale: dict[str, float]) -> list[str]:
             stop.set()
             writer.join()
             latest = store.events.load(after_seq=0, limit=1).latest_seq
-            wait_for(
-                lambda: (
-                    driver.execute_script(
-                        "const r = document.querySelector('#feed tbody tr');"
-                        "return r && +r.dataset.seq;"
-                    )
-                    == latest
-                ),
-                10,
+            newest = (
+                "const r = document.querySelector('#feed tbody tr'); return r && +r.dataset.seq;"
             )
+            wait_for(lambda: driver.execute_script(newest) == latest, 10, "the newest event")
             end = heap_mb(driver)
-            rows = driver.execute_script("return document.querySelectorAll('#feed tr').length;")
-        finally:
-            driver.quit()
-            served.close()
-    rows -= 1  # the header's row
+            rows = driver.execute_script(
+                "return document.querySelectorAll('#feed tbody tr').length;"
+            )
     return [
         "sqlite",
         f"feed: {scale['events']:,.0f} events, then {RATE}/s for {scale['minutes']:g} min",
@@ -165,25 +119,15 @@ def sessions_row(backend: str, count: int) -> list[str]:
                     record = SessionRecord(id=f"s-{number:05d}", project_id="p")
                     store.sessions.save(record, uow=uow)
                 uow.commit()
-        served, driver = Served(url), browser()
-        try:
-            driver.get(f"{served.base}/#token={TOKEN}")
-            wait_for(lambda: driver.find_element("id", "connection").text == "live", 20)
-            drawn = []
+        mark = (
+            "const m = performance.getEntriesByName('sessions-drawn');"
+            "return m.length ? m[0].startTime : 0;"
+        )
+        drawn = []
+        with live_page(url, "/") as (driver, base):
             for _ in range(5):
-                driver.get(f"{served.base}/?view=sessions")
-                drawn.append(
-                    wait_for(
-                        lambda: driver.execute_script(
-                            "const m = performance.getEntriesByName('sessions-drawn');"
-                            "return m.length ? m[0].startTime : 0;"
-                        ),
-                        20,
-                    )
-                )
-        finally:
-            driver.quit()
-            served.close()
+                driver.get(f"{base}/?view=sessions")
+                drawn.append(wait_for(lambda: driver.execute_script(mark), 20, "the first row"))
     median = statistics.median(drawn)
     return [
         backend,
@@ -196,10 +140,10 @@ def sessions_row(backend: str, count: int) -> list[str]:
 def main(argv: list[str]) -> None:
     arguments = bench_arguments(__doc__, argv)
     scale = QUICK if arguments.quick else FULL
-    print(f"\n## page.py ({'quick' if arguments.quick else 'full'})\n")
+    title = f"page.py ({'quick' if arguments.quick else 'full'})"
     problem = browser_problem()
     if problem is not None:
-        print(f"skipped: {problem}")
+        print(f"\n## {title}\n\nskipped: {problem}")
         return
     lines = []
     for backend in ("sqlite", "postgresql"):
@@ -207,10 +151,7 @@ def main(argv: list[str]) -> None:
             lines.append(sessions_row(backend, int(scale["sessions"])))
     if arguments.only in (None, "sqlite"):
         lines.append(feed_row(scale))
-    print("| backend | measure | figure | target |")
-    print("| --- | --- | --- | --- |")
-    for each in lines:
-        print("| " + " | ".join(each) + " |")
+    print_markdown(title, lines)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from _databases import database
-from _harness import bench_arguments
+from _harness import bench_arguments, print_markdown
 from bench import BODY, MESSAGE
 
 from session_journal import SessionRecord, Store
@@ -582,13 +582,8 @@ def main(argv: list[str]) -> None:
             )
     if "sqlite" in backends:
         lines += stream_lines(scale)
-    print(
-        f"\n## web.py ({'quick' if arguments.quick else 'full'}), load {os.getloadavg()[0]:.2f}\n"
-    )
-    print("| backend | measure | figure | target |")
-    print("| --- | --- | --- | --- |")
-    for each in lines:
-        print("| " + " | ".join(each) + " |")
+    scale_name = "quick" if arguments.quick else "full"
+    print_markdown(f"web.py ({scale_name}), load {os.getloadavg()[0]:.2f}", lines)
 
 
 if __name__ == "__main__":

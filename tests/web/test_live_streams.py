@@ -19,7 +19,6 @@ import pytest
 from session_journal import ApiEventFilter, Store
 from tests.helpers import append_raw
 from tests.web.client import ADMIN, W2_TOKEN, Frame, LiveServer, bearer, fault, frames
-from tests.web.scenario import controller
 from tests.web.test_guard import workspace_scoping
 from tests.web.test_page_files import secured
 
@@ -29,13 +28,6 @@ TOKEN_LINES = f"# tokens of the tests\n{ADMIN}\n{W2_TOKEN} w-2\n"
 RESOLVED = (
     '{"type":"input_resolved","data":{"elicitation_id":"e-1","action":"accept","turn_id":null}}'
 )
-
-
-@pytest.fixture
-def writer(migrated_url: str) -> Iterator[Store]:
-    with Store.open(migrated_url) as store:
-        controller(store)
-        yield store
 
 
 @pytest.fixture
@@ -57,7 +49,7 @@ def stream_frames(
         assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
         assert response.headers["cache-control"] == "no-store, no-transform"
         assert response.headers["x-accel-buffering"] == "no"
-        secured(response)
+        secured(response, stream=True)
         yield from frames(response.iter_lines())
 
 

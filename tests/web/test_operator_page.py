@@ -14,6 +14,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,7 +37,6 @@ from session_journal.web import WebSettings, create_app, shutdown_streams
 from tests.helpers import append_raw
 from tests.web.browser import open_browser, screenshot, set_hidden, text_of, violations, wait_for
 from tests.web.client import ADMIN, LiveServer, ThreadServer, bearer, fault
-from tests.web.scenario import controller
 from tests.web.test_guard import cookie_of
 
 pytestmark = pytest.mark.slow
@@ -74,13 +74,6 @@ def page(browser: Any) -> Iterator[Any]:
     set_hidden(browser, False)
     browser.execute_cdp_cmd("Network.clearBrowserCookies", {})
     browser.get("about:blank")
-
-
-@pytest.fixture
-def writer(migrated_url: str) -> Iterator[Store]:
-    with Store.open(migrated_url) as store:
-        controller(store)
-        yield store
 
 
 @pytest.fixture
@@ -290,22 +283,29 @@ def test_seven_tabs_share_one_stream_and_another_takes_it_over(
             wait_for(lambda: streams(live.base) == 1, 10, "one stream after the takeover")
 
 
-def test_the_page_under_a_mount_prefix(page: Any, writer: Store, tmp_path: Path) -> None:
-    feed = create_app(writer, WebSettings(tokens={ADMIN: None}))
-    outer = Starlette(routes=[Mount("/journal", app=feed)])
-    with ThreadServer(outer) as server:
+@contextmanager
+def in_thread(page: Any, app: Any, feed: Any) -> Iterator[str]:
+    """`app` (holding `feed`, made by `create_app`) served by uvicorn in a thread; its address.
+    Afterwards the page is left and `feed`'s streams are closed, so that the server stops."""
+    with ThreadServer(app) as server:
         try:
-            open_page(page, server.base + "/journal/?view=feed")
-            assert rows(page) == [2, 1]
-            append_raw(writer, "s-1", fault("under a prefix"))
-            wait_for(lambda: rows(page) == [3, 2, 1], LIVE_S, "live under the prefix")
-            page.find_element("id", "nav-sessions").click()
-            wait_for(lambda: "s-2" in text_of(page, "sessions"), 5, "sessions under the prefix")
-            assert page.current_url == server.base + "/journal/?view=sessions"
-            assert violations(page) == []
+            yield server.base
         finally:
             page.get("about:blank")
             asyncio.run_coroutine_threadsafe(shutdown_streams(feed), server.loop).result(10)
+
+
+def test_the_page_under_a_mount_prefix(page: Any, writer: Store) -> None:
+    feed = create_app(writer, WebSettings(tokens={ADMIN: None}))
+    with in_thread(page, Starlette(routes=[Mount("/journal", app=feed)]), feed) as base:
+        open_page(page, base + "/journal/?view=feed")
+        assert rows(page) == [2, 1]
+        append_raw(writer, "s-1", fault("under a prefix"))
+        wait_for(lambda: rows(page) == [3, 2, 1], LIVE_S, "live under the prefix")
+        page.find_element("id", "nav-sessions").click()
+        wait_for(lambda: "s-2" in text_of(page, "sessions"), 5, "sessions under the prefix")
+        assert page.current_url == base + "/journal/?view=sessions"
+        assert violations(page) == []
 
 
 def test_without_a_token_in_the_url_the_page_asks_for_it(
@@ -417,19 +417,15 @@ class SlowHistory:
 def test_an_event_that_arrives_while_the_feed_loads_is_shown(page: Any, writer: Store) -> None:
     feed = create_app(writer, WebSettings(tokens={ADMIN: None}))
     slow = SlowHistory(feed)
-    with ThreadServer(slow) as server:
-        try:
-            open_page(page, server.base + "/?view=sessions")
-            slow.hold.set()
-            page.find_element("id", "nav-feed").click()
-            time.sleep(0.5)  # the page of history is read; its answer is on its way
-            append_raw(writer, "s-1", fault("while the feed loads"))  # seq 3, on the stream
-            wait_for(lambda: rows(page) == [3, 2, 1], 5, "the feed with the event")
-            time.sleep(0.5)
-            assert rows(page) == [3, 2, 1]
-        finally:
-            page.get("about:blank")
-            asyncio.run_coroutine_threadsafe(shutdown_streams(feed), server.loop).result(10)
+    with in_thread(page, slow, feed) as base:
+        open_page(page, base + "/?view=sessions")
+        slow.hold.set()
+        page.find_element("id", "nav-feed").click()
+        time.sleep(0.5)  # the page of history is read; its answer is on its way
+        append_raw(writer, "s-1", fault("while the feed loads"))  # seq 3, on the stream
+        wait_for(lambda: rows(page) == [3, 2, 1], 5, "the feed with the event")
+        time.sleep(0.5)
+        assert rows(page) == [3, 2, 1]
 
 
 def test_a_failed_request_shows_its_error_and_the_view_recovers(

@@ -12,7 +12,7 @@ from importlib import resources
 import httpx
 import pytest
 
-from session_journal import InvalidRecord, Store
+from session_journal import InvalidRecord, SessionState, Store
 from session_journal.web import WebSettings, create_app
 from session_journal.web._page import PAGE_FILES
 from tests.web.client import ADMIN, TOKENS, InProcess, bearer
@@ -39,12 +39,12 @@ def web(store: Store) -> Iterator[InProcess]:
         yield client
 
 
-def secured(response: httpx.Response) -> None:
+def secured(response: httpx.Response, *, stream: bool = False) -> None:
     headers = response.headers
     assert headers["content-security-policy"] == POLICY
     assert headers["x-content-type-options"] == "nosniff"
     assert headers["referrer-policy"] == "no-referrer"
-    assert headers["cache-control"] in ("no-store", "no-store, no-transform")  # a stream's
+    assert headers["cache-control"] == ("no-store, no-transform" if stream else "no-store")
 
 
 def test_the_page_and_its_files_need_no_token_and_carry_the_headers(web: InProcess) -> None:
@@ -101,3 +101,9 @@ def test_the_page_scripts_never_hand_a_string_to_an_html_or_script_sink() -> Non
     html = (PAGE / "index.html").read_text()
     # Nothing inline (the policy refuses it): no script body, no style, no handler attribute.
     assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=", html)
+
+
+def test_the_page_knows_every_session_state() -> None:
+    listed = re.search(r"export const STATES = \[([^\]]*)\]", (PAGE / "views.js").read_text())
+    assert listed is not None
+    assert re.findall(r"'([^']+)'", listed[1]) == [state.value for state in SessionState]

@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument(
         "--interval",
-        type=_interval,
+        type=_seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
         default=0.5,
         help="with --follow: the longest time between two reads of the log when no commit "
         f"woke the follower (a safety net), {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} seconds "
@@ -235,27 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _interval(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    # `not a <= x <= b` is also true for NaN, which compares false to everything.
-    if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds from {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g}, "
-            f"got {text!r}"
-        )
-    return seconds
-
-
 def _seconds(low: float, high: float) -> Callable[[str], float]:
+    """An argument of seconds from `low` to `high` (NaN and text refused)."""
+
     def parse(text: str) -> float:
         try:
             seconds = float(text)
         except ValueError:
             seconds = math.nan
-        if not low <= seconds <= high:  # also true for NaN
+        # `not a <= x <= b` is also true for NaN, which compares false to everything.
+        if not low <= seconds <= high:
             raise argparse.ArgumentTypeError(
                 f"must be a number of seconds from {low:g} to {high:g}, got {text!r}"
             )

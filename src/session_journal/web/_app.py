@@ -339,7 +339,8 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         raise InvalidRecord(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
     hub = _Hub(async_store, settings)
     failures = FailedAuthentications()
-    api = _Api(async_store, hub, failures, cookie_name(dict(settings.tokens)))
+    cookie = cookie_name(settings.tokens)
+    api = _Api(async_store, hub, failures, cookie)
     page = Page(settings.page_hidden_close_s)
 
     get = ["GET"]
@@ -370,7 +371,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         # The routes in a router of their own, which takes `redirect_slashes=False`
         # (`/api/events/` is 404, not a redirect); Starlette's takes no such argument.
         routes=[Mount("/", app=Router(routes=routes, redirect_slashes=False))],
-        middleware=[Middleware(Guard, settings=settings, failures=failures)],
+        middleware=[Middleware(Guard, settings=settings, failures=failures, cookie=cookie)],
         exception_handlers=_handlers(api),
         lifespan=lifespan,
     )

@@ -12,6 +12,7 @@ import hmac
 import re
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -52,7 +53,7 @@ class Principal:
     by_cookie: bool = False
 
 
-def cookie_name(tokens: dict[str, str | None]) -> str:
+def cookie_name(tokens: Mapping[str, str | None]) -> str:
     """The cookie of an app with these tokens: `session_journal_token_` and 12 hex digits of a
     digest of the tokens and their workspaces. Cookies ignore ports and a proxy may rewrite
     `Host`: with one name, two servers on one host (two `serve`s, two SSH tunnels, two apps
@@ -134,12 +135,14 @@ class FailedAuthentications:
 class Guard:
     """The ASGI middleware of the checks (see the module docstring)."""
 
-    def __init__(self, app: object, settings: WebSettings, failures: FailedAuthentications) -> None:
+    def __init__(
+        self, app: object, settings: WebSettings, failures: FailedAuthentications, cookie: str
+    ) -> None:
         self.app = app
         self.failures = failures
+        self._cookie = cookie  # `cookie_name(settings.tokens)`, which `POST /api/session` sets
         # The app's own copies of the settings, as compared.
         self._tokens = [(token.encode(), workspace) for token, workspace in settings.tokens.items()]
-        self._cookie = cookie_name(dict(settings.tokens))
         self._hosts = frozenset(host.lower() for host in settings.allowed_hosts)
         self._origins = frozenset(origin.lower() for origin in settings.cors_origins)
 

@@ -34,7 +34,6 @@ async function answered(request) {
   try {
     response = await request;
   } catch (error) {
-    if (error.name === 'AbortError') throw error;
     throw new ApiError(0, { detail: `the server did not answer (${error.message})` });
   }
   if (!response.ok) {
@@ -50,8 +49,8 @@ async function answered(request) {
 }
 
 /** The JSON document at `path` (`ApiError` when the request fails). */
-export async function getJSON(path, params = {}, signal = undefined) {
-  const response = await answered(fetch(url(path, params), { signal, cache: 'no-store' }));
+export async function getJSON(path, params = {}) {
+  const response = await answered(fetch(url(path, params), { cache: 'no-store' }));
   return response.json();
 }
 

@@ -37,6 +37,6 @@ export function cut(text, limit) {
 }
 
 /** A button that looks like a link, calling `action` (no URL is built from event data). */
-export function linkButton(text, action, title) {
-  return el('button', { type: 'button', class: 'link', title, onclick: action, text });
+export function linkButton(text, action) {
+  return el('button', { type: 'button', class: 'link', onclick: action, text });
 }

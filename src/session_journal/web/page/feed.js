@@ -5,9 +5,9 @@
 import { getJSON } from './api.js';
 import { cut, el, linkButton, when } from './dom.js';
 
-export const FEED_FIRST = 200;
+const FEED_FIRST = 200;
 export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible views refresh this often
-export const FEED_MAX_ROWS = 1000;
+const FEED_MAX_ROWS = 1000;
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
 
 export class FeedView {
