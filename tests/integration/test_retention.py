@@ -250,20 +250,28 @@ def test_an_interrupted_prune_is_finished_by_the_next_one(
     assert store.events.pruned_through() == 8
 
 
+LAYOUTS = {
+    # Forty events of sessions x and y: in turn, so the first batch of ten holds five of x's;
+    # or x's twenty first, so every row the first batch chooses is x's.
+    "in turn": ["x", "y"] * 20,
+    "x first": ["x"] * 20 + ["y"] * 20,
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_a_prune_goes_on_past_a_batch_that_met_a_session_deleted_meanwhile(
-    store: Store, migrated_url: str, monkeypatch: pytest.MonkeyPatch
+    store: Store, migrated_url: str, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    # Forty events of two sessions in turn; another store deletes session x while the prune's
-    # first batch is chosen. On PostgreSQL that batch then waits for x's rows and deletes
-    # only y's five of its ten: the prune must go on until nothing is left below its floor,
-    # and say how many it deleted itself.
+    # Another store deletes session x while the prune's first batch is chosen. On PostgreSQL
+    # that batch then waits for x's rows and deletes only what was not x's: five of its ten,
+    # or none at all. The prune must go on until nothing is left at or below its floor, and
+    # say how many it deleted itself.
     monkeypatch.setattr(event_service, "PRUNE_BATCH", 10)
     for session_id in ("x", "y"):
         store.sessions.save(SessionFactory(id=session_id))
     start = store.events.latest_seq()
-    for _ in range(20):
-        append(store, "x", [1])
-        append(store, "y", [1])
+    for session_id in LAYOUTS[layout]:
+        append(store, session_id, [1])
     floor = start + 40
     deleted_uncommitted, commit_now = threading.Event(), threading.Event()
 

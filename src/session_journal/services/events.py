@@ -258,28 +258,28 @@ class EventService:
                 _prune_target(read, through_seq, older_than_ms), read.events.pruned_through()
             )
 
-        def first(uow: WriteContext) -> int:
-            uow.events.raise_floor(through)  # before anything is deleted
+        def batch(uow: WriteContext, *, first: bool = False) -> tuple[int, bool]:
+            """Delete one batch; how many went, and whether any event at or below the target
+            may be left."""
+            if first:
+                uow.events.raise_floor(through)  # before anything is deleted
             deleted = uow.events.delete_pruned(through, PRUNE_BATCH)
+            # A batch that deleted nothing is not the end: on PostgreSQL every row it chose can
+            # belong to a session deleted meanwhile (chosen in a snapshot older than that
+            # delete's commit) while more are left. A new statement sees what is left now.
+            left = deleted > 0 or uow.events.count_through(through) > 0
             uow.commit()
-            return deleted
-
-        def batch(uow: WriteContext) -> int:
-            deleted = uow.events.delete_pruned(through, PRUNE_BATCH)
-            uow.commit()
-            return deleted
+            return deleted, left
 
         action = f"prune events through seq {through}"
         began = time.monotonic()
-        deleted = self._transactions.submit(first, action)
-        total = deleted
-        # Until a batch finds nothing left, not until a short one: on PostgreSQL a batch that
-        # meets rows of a session deleted meanwhile deletes fewer than it chose, with more left.
-        while deleted > 0:
+        total, left = self._transactions.submit(lambda uow: batch(uow, first=True), action)
+        # Until nothing at or below the target is left, whatever the size of a batch.
+        while left:
             # Paced: a batch runs in the write path's transactions, where appends wait for it.
             time.sleep((time.monotonic() - began) * (1 / PRUNE_SHARE - 1))
             began = time.monotonic()
-            deleted = self._transactions.submit(batch, action)
+            deleted, left = self._transactions.submit(batch, action)
             total += deleted
         return total
 
