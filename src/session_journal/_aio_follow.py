@@ -219,13 +219,11 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
             # Registered before the read: an event committed after the read wakes it.
             waiter = self.waiter = waiters.register(session_id)
             try:
-                # Read at the window's generation, not the signal's: the window holds every
-                # commit routed so far, and a later one wakes this waiter once routed. A move of
-                # the signal that no routing followed (nobody of a session waited) is routed now.
-                window = self._tail.snapshot()
-                generation = window.generation if window.filled else signal.generation
-                if signal.generation > generation:
-                    waiters.route()
+                # Read at the signal's generation, as every follower does: a page reflects every
+                # commit (a prune, a delete) that moved the signal before the read, even one the
+                # loop has not routed yet (the window is read again first, once for all the
+                # loop's tasks). A commit after it wakes this waiter once routed.
+                generation = signal.generation
                 now = time.monotonic()
                 sweep = not events_only and now >= self._next_sweep
                 page = await self._poll(generation, not sweep)

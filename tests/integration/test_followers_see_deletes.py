@@ -4,7 +4,9 @@ line, `events.prune`), a session deleted or `remove_ended` by another store, `wa
 raises `CursorExpired`; with a follower waiting at the moment of the change, the change wakes
 it (its read of the followers' window learns of the change). The whole matrix: {CLI prune,
 prune, delete, remove_ended} x {sync, async API} x {SQLite, PostgreSQL} x {no follower
-waiting, one waiting}.
+waiting, one waiting}. And once a prune of another process has woken the store, the next page of
+every kind of follower (of every event, one session, one workspace, one type; sync and async)
+raises `CursorExpired`, even while the followers' window is still being read.
 
 The other process is a second `Store` on the same database (its commits reach the first store
 only as another process's do: through the database), or the command line in a subprocess.
@@ -137,3 +139,78 @@ def test_wait_and_follow_answer_as_load_after_another_process_deletes(
         page = waiter.result
         assert not isinstance(page, BaseException), page
         assert [e.session_id for e in page.events] == ["s-waiter"]  # type: ignore[attr-defined]
+
+
+FOLLOWERS = {
+    "every event": ApiEventFilter(),
+    "one session": ApiEventFilter(session_id="s-kept"),
+    "one workspace": ApiEventFilter(workspace_id="w-1"),
+    "one type": ApiEventFilter(types=("session_fault",)),
+}
+
+
+class HeldReads:
+    """Holds every read of a store's followers' window that would bring it up to a newer
+    generation of the commit signal, while `release` is not set, as a slow read would hold it:
+    `asked` is set once one is held."""
+
+    def __init__(self, store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.asked, self.release = threading.Event(), threading.Event()
+        tail = sync_of(store).events._tail
+        refresh = tail.refresh
+
+        def held(generation: int) -> None:
+            if generation > tail.snapshot().generation and not self.release.is_set():
+                self.asked.set()
+                self.release.wait(30)
+            refresh(generation)
+
+        monkeypatch.setattr(tail, "refresh", held)
+
+
+@pytest.mark.parametrize("kind", list(FOLLOWERS))
+def test_once_a_prune_woke_the_store_the_next_page_of_every_follower_expires(
+    store: Any, migrated_url: str, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # A follower reads page by page from the followers' window; `db prune` in another process
+    # raises the floor above its cursor and wakes the store (a follower of it waits), but the
+    # window's read is slow. The follower's next page must not come from the window as it was
+    # before the prune: it waits for the read and raises `CursorExpired`.
+    for session_id in ("s-kept", "s-waiter"):
+        store.sessions.save(SessionRecord(id=session_id, project_id="p", workspace_id="w-1"))
+    start = store.events.wait(timeout=0).next_after_seq  # the window is filled here
+    for n in range(8):
+        store.faults.record_startup_fault("s-kept", f"kept {n}")
+    follower = store.events.follow(FOLLOWERS[kind], after_seq=start, limit=1)
+    read = [[e.seq for e in follower.next_page(5).events] for _ in range(2)]
+    assert read == [[start + 1], [start + 2]]
+    waiter = Waiter(store, start + 8)  # what the prune wakes
+    waiter.start()
+    signal = sync_of(store).events._transactions.commit_signal()
+    until(lambda: signal.waiting() > 0, "the follower waits")
+    held = HeldReads(store, monkeypatch)
+    floor = start + 5
+
+    change("cli_prune", migrated_url, floor)
+
+    assert held.asked.wait(15), "the prune did not wake the store"
+    outcome: list[object] = []
+
+    def next_page() -> None:
+        try:
+            outcome.append(follower.next_page(5))
+        except Exception as error:
+            outcome.append(error)
+
+    reading = threading.Thread(target=next_page, daemon=True)
+    reading.start()
+    reading.join(0.3)  # a page from memory would be there by now
+    held.release.set()
+    reading.join(15)
+    assert len(outcome) == 1
+    expired = outcome[0]
+    assert isinstance(expired, CursorExpired), expired
+    assert (expired.cursor, expired.pruned_through) == (start + 2, floor)
+    store.faults.record_startup_fault("s-waiter", "released")
+    waiter.join(20)
+    assert [e.session_id for e in waiter.result.events] == ["s-waiter"]  # type: ignore[attr-defined]
