@@ -284,3 +284,64 @@ def test_hosts_origins_and_tokens_on_a_live_server(
 def test_a_workspace_token_on_a_live_server(writer: Store, live: LiveServer) -> None:
     with httpx.Client(base_url=live.base, timeout=10) as client:
         workspace_scoping(client.get)
+
+
+TEXTS = {"ascii": "x", "cjk": "\u6f22", "emoji": "\U0001f600"}
+"""The character of the messages of the stalled streams' events: one byte in UTF-8, three (six
+once escaped in a frame), four (twelve)."""
+
+
+def rss_bytes(pid: int) -> int:
+    """The resident set size of process `pid`."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def settled_rss(pid: int, *, at_least_s: float) -> int:
+    """The process's RSS once it stopped growing (unchanged for a second), after `at_least_s`."""
+    began, last, since = time.monotonic(), rss_bytes(pid), time.monotonic()
+    while time.monotonic() - began < 60:
+        time.sleep(0.2)
+        now = rss_bytes(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= 1 and time.monotonic() - began >= at_least_s:
+            return now
+    return last
+
+
+@pytest.mark.parametrize("text", list(TEXTS))
+def test_stalled_streams_pin_a_bounded_number_of_bytes(
+    writer: Store, live: LiveServer, text: str
+) -> None:
+    # 800 events of 12,000 characters each, then 40 clients that open a stream from the oldest
+    # event with a small receive window and read nothing. Each stream reads the database (the
+    # hub's frames hold the newest only) and stalls with what it read: whatever the text, the
+    # server grows by at most 3.5 MiB a stream.
+    data = {"reason": "startup_failed", "message": TEXTS[text] * 12_000, "command_id": None}
+    body = json.dumps({"type": "session_fault", "data": data}, ensure_ascii=False)
+    for _ in range(8):
+        append_raw(writer, "s-1", body, count=100)
+    warm = stream_frames(live.base, "/api/events/stream?after_seq=0", bearer())
+    assert [next(warm).event, next(warm).event] == [None, "ready"]  # the hub runs now
+    warm.close()
+    before = settled_rss(live.process.pid, at_least_s=1)
+    request = (
+        "GET /api/events/stream?after_seq=0 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {ADMIN}\r\n\r\n"
+    ).encode()
+    clients = []
+    try:
+        for _ in range(40):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            client.connect(("127.0.0.1", live.port))
+            client.sendall(request)
+            clients.append(client)
+        grown = settled_rss(live.process.pid, at_least_s=5) - before
+    finally:
+        for client in clients:
+            client.close()
+    assert grown / 40 <= 3.5 * 1024 * 1024, f"{grown / 40 / 2**20:.2f} MiB a stream"

@@ -11,6 +11,11 @@ reconnect from far back, a client that fell behind) reads the database a page at
 it is back among them; so does a stream of one workspace (which workspace a session is in is
 the database's to say). A send blocked for `send_timeout_s` closes that stream only: each
 stream writes in its own task.
+
+**What a stream holds is bounded in bytes as encoded** (a frame escapes a non-ASCII character to
+6 or 12 bytes): a read of the database of about `PAGE_BYTES` of frames, whose texts it drops as
+it makes their frames, one write at a time (`WRITE_BYTES`), and at most one write's worth of
+the hub's frames.
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ import random
 import re
 import time
 from bisect import bisect_right
-from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,10 +72,14 @@ HUB_PAGE = 200
 FIRST_PAGE = 10
 """The events of a stream's first read of the database (its events' size is not known yet)."""
 PAGE_BYTES = 1024 * 1024
-"""... which reads fewer when its events are large: about this many bytes a read."""
+"""... which reads fewer when its events are large: about this many bytes of frames a read
+(judged by the frames of the stream's last read; a frame escapes non-ASCII text, so it is never
+smaller than the event's JSON held in memory)."""
 WRITE_BYTES = 64 * 1024
-"""A stream sends at most about this much in one write (then waits for the client to take
-it): what a stalled client pins is bounded."""
+"""A stream sends at most about this many bytes in one write (or one frame, when a frame is
+larger), then waits for the client to take it; it encodes each frame only when its write is
+made, and takes at most this much of the hub's frames at a time: what a client that takes
+nothing pins is bounded in bytes, whatever its text."""
 RETRY_MS = 3000
 """The reconnection delay each stream announces (`retry:`), ± 50 % so clients spread out."""
 PROGRESS_S = 1.0
@@ -308,29 +317,39 @@ class _Hub:
         )
 
     def frames_after(self, stream: _Stream) -> tuple[list[bytes], int]:
-        """The frames after the stream's cursor that its filter admits, and the cursor past
-        every frame the hub holds (or the stream's own, when it is ahead of the hub)."""
+        """The frames after the stream's cursor that its filter admits, about `WRITE_BYTES` of
+        them at most (at least one), and the cursor past the frames scanned: past every frame
+        the hub holds when it took them all (or the stream's own, when it is ahead of the hub).
+        A stream that is far behind takes the rest at its next turns: it never holds more of
+        the hub's frames than one write, even once the hub has dropped them."""
         wanted = stream.event_filter
         session, types = wanted.session_id, wanted.types
+        frames, seqs = self.frames, self.seqs
+        start = bisect_right(seqs, stream.cursor)
         if session is None and types is None:
-            # Streams at one cursor share one write (most streams are at the last one).
-            start = bisect_right(self.seqs, stream.cursor)
-            if len(self.seqs) - start > 64:  # far behind: the frames, sent in bounded writes
-                return self.frames[start:], max(self.hi, stream.cursor)
-            joined = self._joined.get(stream.cursor)
-            if joined is None or self._joined_at != self.hi:
-                if self._joined_at != self.hi:
-                    self._joined, self._joined_at = {}, self.hi
-                joined = self._joined[stream.cursor] = b"".join(self.frames[start:])
+            if self._joined_at != self.hi:
+                self._joined, self._joined_at = {}, self.hi
+            joined = self._joined.get(stream.cursor)  # streams at one cursor share one write
+            if joined is None:
+                end, size = start, 0
+                while end < len(seqs) and (end == start or size + len(frames[end]) <= WRITE_BYTES):
+                    size += len(frames[end])
+                    end += 1
+                if end < len(seqs):  # far behind: one write's worth now
+                    return frames[start:end], seqs[end - 1]
+                joined = self._joined[stream.cursor] = b"".join(frames[start:])
             return ([joined] if joined else []), max(self.hi, stream.cursor)
-        start = bisect_right(self.seqs, stream.cursor)
-        frames = [
-            self.frames[i]
-            for i in range(start, len(self.seqs))
-            if (session is None or self.sessions[i] == session)
-            and (types is None or self.types[i] in types)
-        ]
-        return frames, max(self.hi, stream.cursor)
+        taken: list[bytes] = []
+        size = 0
+        for i in range(start, len(seqs)):
+            if (session is None or self.sessions[i] == session) and (
+                types is None or self.types[i] in types
+            ):
+                if taken and size + len(frames[i]) > WRITE_BYTES:
+                    return taken, seqs[i - 1]  # the rest at its next turn
+                taken.append(frames[i])
+                size += len(frames[i])
+        return taken, max(self.hi, stream.cursor)
 
     def status(self) -> dict[str, object]:
         """What `/api/status` shows of the streams."""
@@ -466,11 +485,15 @@ class StreamRoute:
         }
         retry = int(RETRY_MS * random.uniform(0.5, 1.5))
         opening = b"retry: %d\n\n" % retry + _control("ready", ready)
+        # The page's texts go to the stream's backlog, which it empties as it sends: nothing
+        # here holds them while the client is slow to take them.
+        backlog, scanned = _Backlog(first.events), first.next_after_seq
+        del first
         watcher = asyncio.create_task(_watch_disconnect(receive, stream))
         stream.task = asyncio.current_task()
         reason = "error"
         try:
-            reason = await self._pump(stream, first, opening, send)
+            reason = await self._pump(stream, backlog, scanned, opening, send)
         except asyncio.CancelledError:
             if stream.closing not in ("send_timeout", "shutdown"):
                 raise  # the server's own cancellation
@@ -493,37 +516,40 @@ class StreamRoute:
             async with asyncio.timeout(1.0):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _pump(self, stream: _Stream, first: Any, opening: bytes, send: Send) -> str:
+    async def _pump(
+        self, stream: _Stream, backlog: _Backlog, scanned: int, opening: bytes, send: Send
+    ) -> str:
         """Send what is pending after the stream's cursor at each wake-up until it must end;
-        why it ended."""
+        why it ended. `backlog` holds the JSON of the events of the first page, read through
+        `scanned`; each read of the database refills it."""
         hub, settings, events = self.hub, self.hub.settings, self.hub.store.events
         loop = asyncio.get_running_loop()
         filtered = stream.event_filter != ApiEventFilter()
         lifetime = settings.stream_lifetime_s * random.uniform(0.9, 1.1)
         rotate_at = stream.opened + lifetime
-        parts = [opening]
-        parts += [event_frame(_seq_of(text), text.encode()) for text in first.events]
-        stream.cursor = max(stream.cursor, first.next_after_seq)
-        limit = _page_limit(first.events)
+        parts: list[bytes] = [opening]
+        stream.cursor = max(stream.cursor, scanned)
+        sent_cursor = -1  # a filtered stream's last id sent (an event's or a progress frame's)
         last_sent = time.monotonic()
         last_progress = last_sent - PROGRESS_S  # the first may go at once
-        sent_cursor = -1  # a filtered stream's last id sent (an event's or a progress frame's)
         while True:
             if stream.closing is not None:
                 if stream.closing in ("shutdown", "store_closed"):
-                    parts.append(_control("shutdown", {}))
+                    # What the stream read and did not send yet is left: the client resumes
+                    # from the last id it took.
                     async with asyncio.timeout(1.0):  # as the server stops: no longer
-                        await self._send(send, stream, parts)
+                        await self._send(send, stream, [*parts, _control("shutdown", {})])
                 return stream.closing
-            if parts:
+            if parts or backlog.texts:
                 last_sent = time.monotonic()
-                await self._send(send, stream, parts)
+                await self._send(send, stream, parts, backlog)
                 parts = []
             now = time.monotonic()
             if now >= rotate_at:
                 await self._send(send, stream, [_control("rotate", {})])
                 return "rotate"
             if not hub.serves(stream):
+                limit = backlog.next_limit()
                 try:
                     page = await events.load_json_events(stream.event_filter, stream.cursor, limit)
                 except CursorExpired as error:
@@ -534,13 +560,13 @@ class StreamRoute:
                     frame = b"event: expired\ndata: %s\n\n" % expired.body()
                     await self._send(send, stream, [frame])
                     return "cursor_expired"
-                parts = [event_frame(_seq_of(text), text.encode()) for text in page.events]
-                if page.events:
-                    sent_cursor = _seq_of(page.events[-1])
+                backlog.refill(page.events)  # encoded as its writes are made
+                if backlog.texts:
+                    sent_cursor = _seq_of(backlog.texts[-1])
                 stream.cursor = max(stream.cursor, page.next_after_seq)
                 behind = len(page.events) == limit
-                limit = _page_limit(page.events)
-                if behind or parts:
+                del page
+                if behind or backlog.texts:
                     continue
             else:
                 frames, after = hub.frames_after(stream)
@@ -570,37 +596,79 @@ class StreamRoute:
             finally:
                 stream.waker = None
 
-    async def _send(self, send: Send, stream: _Stream, parts: list[bytes]) -> None:
-        """`parts` in writes of about `WRITE_BYTES` at most; the hub's ticker ends the stream
-        if one takes over `send_timeout_s`."""
+    async def _send(
+        self, send: Send, stream: _Stream, parts: list[bytes], backlog: _Backlog | None = None
+    ) -> None:
+        """`parts`, then the frames of `backlog`'s events (encoded one write at a time, each
+        text dropped once its frame is made), in writes of about `WRITE_BYTES` at most; the
+        hub's ticker ends the stream if one takes over `send_timeout_s`."""
         stream.sending_since = time.monotonic()
         try:
-            batch: list[bytes] = []
-            size = 0
-            for part in parts:
-                if batch and size + len(part) > WRITE_BYTES:
-                    await send(
-                        {"type": "http.response.body", "body": b"".join(batch), "more_body": True}
-                    )
-                    stream.sending_since = time.monotonic()
-                    batch, size = [], 0
-                batch.append(part)
-                size += len(part)
-            if batch:
-                await send(
-                    {"type": "http.response.body", "body": b"".join(batch), "more_body": True}
-                )
+            for body in _writes(parts, backlog):
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                stream.sending_since = time.monotonic()
         finally:
             stream.sending_since = 0.0
 
 
-def _page_limit(texts: list[str]) -> int:
-    """The events of a stream's next read of the database: `PAGE`, fewer when the last page's
-    events were large (about `PAGE_BYTES` a read)."""
-    if not texts:
-        return PAGE
-    average = max(1, sum(len(text) for text in texts) // len(texts))
-    return max(1, min(PAGE, PAGE_BYTES // average))
+class _Backlog:
+    """The JSON of the events a stream read from the database and has not sent yet, emptied
+    as their frames are made (one write at a time), and the size of those frames: the next
+    read takes about `PAGE_BYTES` of frames, judged by the frames of the last read that had
+    events."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = deque(texts)
+        self._average: int | None = None  # bytes a frame, of the last read with events
+        self._bytes = self._made = 0  # of the frames made of the current read
+
+    def refill(self, texts: list[str]) -> None:
+        """The events of a new read (the backlog is empty: every read is sent first)."""
+        if self._made:
+            self._average = max(1, self._bytes // self._made)
+        self._bytes = self._made = 0
+        self.texts.extend(texts)
+
+    def frame(self) -> bytes:
+        """The next event's frame; its text leaves the backlog."""
+        text = self.texts.popleft()
+        frame = event_frame(_seq_of(text), text.encode())
+        self._bytes += len(frame)
+        self._made += 1
+        return frame
+
+    def next_limit(self) -> int:
+        """The events of the stream's next read: `PAGE`, fewer when frames are large (about
+        `PAGE_BYTES` a read); `FIRST_PAGE` while their size is not known yet."""
+        average = max(1, self._bytes // self._made) if self._made else self._average
+        if average is None:
+            return FIRST_PAGE
+        return max(1, min(PAGE, PAGE_BYTES // average))
+
+
+def _writes(parts: list[bytes], backlog: _Backlog | None) -> Iterator[bytes]:
+    """The bodies of the writes of `parts` and then of `backlog`'s events: about `WRITE_BYTES`
+    each (or one frame, when a frame is larger)."""
+    batch: list[bytes] = []
+    size = 0
+    pending = iter(parts)
+    while True:
+        part = next(pending, None)
+        if part is None:
+            if backlog is None or not backlog.texts:
+                break
+            part = backlog.frame()
+        if batch and size + len(part) > WRITE_BYTES:
+            body = b"".join(batch)
+            batch, size = [], 0  # held no longer than the write
+            yield body
+            del body
+        batch.append(part)
+        size += len(part)
+    if batch:
+        body = b"".join(batch)
+        batch = []
+        yield body
 
 
 def _frame_seq(frame: bytes) -> int:
