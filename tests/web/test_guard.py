@@ -4,7 +4,6 @@ scoping of a token bound to one workspace, endpoint by endpoint. On both backend
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,13 +31,8 @@ def web(served: Store) -> Iterator[InProcess]:
         yield client
 
 
-def cookie_of(tokens: dict[str, str | None]) -> str:
-    """The cookie's name for an app with these tokens: 12 hex digits of a digest of them."""
-    listed = "\n".join(sorted(f"{token} {workspace or ''}" for token, workspace in tokens.items()))
-    return f"session_journal_token_{hashlib.sha256(listed.encode()).hexdigest()[:12]}"
-
-
-OURS = cookie_of(TOKENS)
+OURS = "session_journal_token_80"
+"""The cookie's name for `InProcess`, whose `Host` is `localhost` (http: port 80)."""
 
 
 def code(response: Any) -> tuple[int, str | None]:
@@ -101,29 +95,129 @@ def test_the_cookie_is_set_by_the_header_token_and_then_accepted(web: InProcess)
     assert code(web.get("/api/events", headers=cross)) == (403, "origin_not_allowed")
     bad = {"Cookie": f"{OURS}={'q' * 43}"}
     assert code(web.get("/api/events", headers=bad)) == (401, "unauthorized")
-    # Another server's cookie on this host (other tokens: another name) is not this one's,
+    # Another server's cookie on this host (another port: another name) is not this one's,
     # and presents no guess.
-    for other in (f"{cookie_of({'q' * 43: None})}={ADMIN}", f"session_journal_token={ADMIN}"):
+    for other in (f"session_journal_token_8765={ADMIN}", f"session_journal_token={ADMIN}"):
         assert code(web.get("/api/events", headers={"Cookie": other})) == (401, "unauthorized")
 
 
-def test_two_servers_on_one_host_keep_a_cookie_each(served: Store) -> None:
+def cookie_set(web: InProcess, path: str, token: str, host: str = "localhost") -> str:
+    """The name of the cookie `POST path` sets for `token`, asked through `Host: host`."""
+    made = web.request("POST", path, headers={**bearer(token), "Host": host})
+    assert made.status_code == 204
+    name, equals, rest = made.headers["set-cookie"].partition("=")
+    assert equals and rest.startswith(f"{token};")
+    return name
+
+
+def test_two_servers_on_two_ports_of_one_host_keep_a_cookie_each(served: Store) -> None:
+    # Cookies ignore ports: what one browser sends to localhost:8001 it sends to :8002 too.
+    with (
+        serve(served, tokens={ADMIN: None}) as first,
+        serve(served, tokens={W2_TOKEN: None}) as second,
+    ):
+        names = [
+            cookie_set(first, "/api/session", ADMIN, "localhost:8001"),
+            cookie_set(second, "/api/session", W2_TOKEN, "localhost:8002"),
+        ]
+        assert names == ["session_journal_token_8001", "session_journal_token_8002"]
+        both = {"Cookie": f"{names[1]}={W2_TOKEN}; {names[0]}={ADMIN}"}
+        for web, port in ((first, 8001), (second, 8002)):
+            for _ in range(12):  # neither is the other's failed authentication
+                answer = web.get("/api/events", headers={**both, "Host": f"localhost:{port}"})
+                assert code(answer) == (200, None)
+        # Without a port, the scheme's: a browser leaves out 80 for http.
+        assert cookie_set(first, "/api/session", ADMIN) == "session_journal_token_80"
+        assert cookie_set(first, "/api/session", ADMIN, "[::1]:8765") == (
+            "session_journal_token_8765"
+        )
+
+
+def test_two_apps_under_two_mounts_keep_a_cookie_each(served: Store) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
     prod = create_app(served, WebSettings(tokens={ADMIN: None}))
     staging = create_app(served, WebSettings(tokens={W2_TOKEN: None}))
-    outer = Starlette(routes=[Mount("/prod", app=prod), Mount("/staging", app=staging)])
+    odd = create_app(served, WebSettings(tokens={ADMIN: None}))
+    outer = Starlette(
+        routes=[
+            Mount("/prod", app=prod),
+            Mount("/staging/v2", app=staging),
+            Mount("/a_b.c/été", app=odd),
+        ]
+    )
     with InProcess(outer) as web:
-        names = []
-        for prefix, token in (("/prod", ADMIN), ("/staging", W2_TOKEN)):
-            made = web.request("POST", prefix + "/api/session", headers=bearer(token))
-            names.append(made.headers["set-cookie"].partition("=")[0])
-        assert names == [cookie_of({ADMIN: None}), cookie_of({W2_TOKEN: None})]
-        both = {"Cookie": f"{names[1]}={W2_TOKEN}; {names[0]}={ADMIN}"}
-        for prefix in ("/prod", "/staging"):
+        names = [
+            cookie_set(web, "/prod/api/session", ADMIN, "localhost:8443"),
+            cookie_set(web, "/staging/v2/api/session", W2_TOKEN, "localhost:8443"),
+            cookie_set(web, "/a_b.c/%C3%A9t%C3%A9/api/session", ADMIN, "localhost:8443"),
+        ]
+        assert names == [
+            "session_journal_token_8443_prod",
+            "session_journal_token_8443_staging_v2",
+            "session_journal_token_8443_a.5Fb.2Ec_.C3.A9t.C3.A9",
+        ]
+        both = {"Cookie": f"{names[1]}={W2_TOKEN}; {names[0]}={ADMIN}", "Host": "localhost:8443"}
+        for prefix in ("/prod", "/staging/v2"):
             for _ in range(12):  # neither is the other's failed authentication
                 assert code(web.get(prefix + "/api/events", headers=both)) == (200, None)
+
+
+def test_no_answer_differs_with_the_tokens_but_by_accepting_or_refusing(served: Store) -> None:
+    # A 401 that named a digest of the tokens would let a guess be checked offline, outside
+    # the failed-authentication limit.
+    requests: list[tuple[str, str, dict[str, str]]] = [
+        ("GET", "/api/events", {}),
+        ("GET", "/api/events", bearer("z" * 43)),
+        ("GET", "/api/events/stream", {"Cookie": f"{OURS}={'z' * 43}"}),
+        ("GET", "/api/status", {"Host": "localhost:8765"}),
+        ("POST", "/api/session", {}),
+        ("POST", "/api/session", bearer("z" * 43)),
+        ("GET", "/api/events?token=x", {}),
+        ("GET", "/healthz", {}),
+        ("GET", "/", {}),
+        ("GET", "/nope", {}),
+    ]
+    answers = []
+    for tokens in ({ADMIN: None}, {W2_TOKEN: "w-2", "c" * 43: None}):
+        with serve(served, tokens=tokens) as web:
+            answered = []
+            for method, path, headers in requests:
+                response = web.request(method, path, headers=headers)
+                answered.append(
+                    (response.status_code, response.headers.multi_items(), response.text)
+                )
+            token = next(iter(tokens))
+            made = web.request("POST", "/api/session", headers=bearer(token))
+            answered.append((made.status_code, made.headers["set-cookie"].replace(token, "T"), ""))
+            answers.append(answered)
+    assert answers[0] == answers[1]
+    statuses = [status for status, _, _ in answers[0]]
+    assert statuses == [401] * 6 + [400, 200, 200, 401, 204]
+    unauthorized = answers[0][0][2]
+    assert "the session_journal_token_80 cookie" in unauthorized
+    assert answers[0][3][2].count("session_journal_token_8765") == 1
+
+
+def test_the_cookie_name_setting(served: Store) -> None:
+    # Behind a proxy that rewrites Host to each replica's own port, one name for all.
+    with serve(served, cookie_name="journal_prod") as web:
+        for host in ("localhost", "localhost:8001", "localhost:8002"):
+            assert cookie_set(web, "/api/session", ADMIN, host) == "journal_prod"
+            answer = web.get(
+                "/api/events", headers={"Cookie": f"journal_prod={ADMIN}", "Host": host}
+            )
+            assert code(answer) == (200, None)
+        # The name of the port is not read then.
+        assert code(web.get("/api/events", headers={"Cookie": f"{OURS}={ADMIN}"})) == (
+            401,
+            "unauthorized",
+        )
+    for bad in ("", "a b", "a;b", "a=b", "é", "x" * 129, "__Host-journal", "__secure-x", 7):
+        with pytest.raises(InvalidRecord, match="cookie_name"):
+            WebSettings(tokens=TOKENS, cookie_name=bad)  # type: ignore[arg-type]
+    assert WebSettings(tokens=TOKENS, cookie_name="x" * 128).cookie_name == "x" * 128
 
 
 @pytest.mark.parametrize(
@@ -267,7 +361,7 @@ def test_under_a_mount_prefix(served: Store) -> None:
         assert code(web.get("/journal/healthz")) == (200, None)  # no token there
         assert code(web.get("/journal/api/events", headers=bearer())) == (200, None)
         assert code(web.get("/journal/api/events")) == (401, "unauthorized")
-        with_cookie = {"Cookie": f"{OURS}={ADMIN}"}
+        with_cookie = {"Cookie": f"{OURS}_journal={ADMIN}"}  # the mount's own cookie
         assert code(web.get("/journal/api/events", headers=with_cookie)) == (200, None)
         # The cookie is made from the header's token only, under the prefix too.
         made = web.request("POST", "/journal/api/session", headers=with_cookie)

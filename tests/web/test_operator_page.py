@@ -4,9 +4,10 @@ appended after the page loaded shows within 2 s, agent text with markup runs not
 as text, a pruned cursor shows which seqs went and recovers, the stream closes when every tab
 has been hidden for the delay (2 s here) and opens when one is shown, filters in the URL survive
 a reload, seven tabs share one stream (and another tab takes it over when its holder closes),
-and the page works under a mount prefix. No policy violation is reported on any view. Each test
-writes a PNG of its view (`make screenshots` writes them to docs/img/operator-page). On both
-backends."""
+the page works under a mount prefix, and its cookie is named by the server's port: two servers
+on one host keep a cookie each, and a restart with another token added keeps the page signed
+in. No policy violation is reported on any view. Each test writes a PNG of its view (`make
+screenshots` writes them to docs/img/operator-page). On both backends."""
 
 from __future__ import annotations
 
@@ -37,7 +38,6 @@ from session_journal.web import WebSettings, create_app, shutdown_streams
 from tests.helpers import append_raw
 from tests.web.browser import open_browser, screenshot, set_hidden, text_of, violations, wait_for
 from tests.web.client import ADMIN, LiveServer, ThreadServer, bearer, fault
-from tests.web.test_guard import cookie_of
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +142,7 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     assert "busy · running the tests" in sessions and "busy · waiting for input" in sessions
     assert "cmd-7" in sessions and "checkpointing" in sessions
     assert ADMIN not in page.current_url  # the fragment is dropped once traded for the cookie
-    cookie = page.get_cookie(cookie_of({ADMIN: None, PLUS: None}))  # one per set of tokens
+    cookie = page.get_cookie(f"session_journal_token_{live.port}")  # one per port
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
     assert page.execute_script("return document.cookie;") == ""  # no script reads it
     screenshot(page, "sessions", tmp_path)
@@ -306,6 +306,48 @@ def test_the_page_under_a_mount_prefix(page: Any, writer: Store) -> None:
         wait_for(lambda: "s-2" in text_of(page, "sessions"), 5, "sessions under the prefix")
         assert page.current_url == base + "/journal/?view=sessions"
         assert violations(page) == []
+
+
+def test_two_servers_on_two_ports_keep_the_page_signed_in_to_each(
+    page: Any, writer: Store, migrated_url: str, tmp_path: Path
+) -> None:
+    other = "c" * 43
+    first_dir, second_dir = tmp_path / "first", tmp_path / "second"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    with (
+        LiveServer(migrated_url, first_dir, token_lines=f"{ADMIN}\n") as first,
+        LiveServer(migrated_url, second_dir, token_lines=f"{other}\n") as second,
+    ):
+        open_page(page, first.base + "/?view=feed")
+        open_page(page, second.base + "/?view=feed", fragment=other)
+        # Cookies ignore ports: each server's is named by its own.
+        assert page.get_cookie(f"session_journal_token_{first.port}")["value"] == ADMIN
+        assert page.get_cookie(f"session_journal_token_{second.port}")["value"] == other
+        for server in (first, second, first):  # signed in by the cookie alone, each time
+            open_page(page, server.base + "/?view=sessions", token=False)
+            wait_for(lambda: "s-2" in text_of(page, "sessions"), 5, "the sessions")
+        assert refusals(first.base) == 0
+        other_status = httpx.get(second.base + "/api/status", headers=bearer(other)).json()
+        assert other_status["auth_failures"] == 0
+
+
+def test_a_restart_with_another_token_added_keeps_the_page_signed_in(
+    page: Any, writer: Store, migrated_url: str, tmp_path: Path
+) -> None:
+    added = "c" * 43
+    with LiveServer(migrated_url, tmp_path, token_lines=f"{ADMIN}\n") as before:
+        open_page(page, before.base + "/?view=feed")
+        port = before.port
+        assert before.terminate() == 0
+        wait_for(lambda: connection(page) == "reconnecting", 10, "the stream lost")
+    # The same server again, a token added (a rotation under way): the page's cookie, of the
+    # same name, still holds a valid token.
+    with LiveServer(migrated_url, tmp_path, port=port, token_lines=f"{added}\n{ADMIN}\n") as after:
+        wait_for(lambda: connection(page) == "live", 15, "live again without signing in")
+        append_raw(writer, "s-1", fault("after the restart"))
+        wait_for(lambda: rows(page) == [3, 2, 1], LIVE_S, "the new event")
+        assert text_of(page, "login") == "" and refusals(after.base) == 0
 
 
 def test_without_a_token_in_the_url_the_page_asks_for_it(

@@ -31,7 +31,7 @@ from session_journal import (
 )
 from session_journal.aio import AsyncStore
 
-from ._guard import FailedAuthentications, Guard, Principal, cookie_name
+from ._guard import FailedAuthentications, Guard, Principal
 from ._page import Page
 from ._problems import Problem, bad_request, not_found
 from ._query import Query, visible_session
@@ -76,13 +76,10 @@ def _session_id(request: Request) -> str:
 class _Api:
     """The JSON routes, on one async store."""
 
-    def __init__(
-        self, store: AsyncStore, hub: _Hub, failures: FailedAuthentications, cookie: str
-    ) -> None:
+    def __init__(self, store: AsyncStore, hub: _Hub, failures: FailedAuthentications) -> None:
         self.store = store
         self.hub = hub
         self.failures = failures
-        self.cookie = cookie
 
     async def healthz(self, request: Request) -> Response:
         return Response(b'{"ok":true}', media_type=_JSON)
@@ -237,14 +234,15 @@ class _Api:
 
     async def login(self, request: Request) -> Response:
         """`POST /api/session`: the bearer token of the header (the guard checked it) as the
-        cookie the operator page's requests carry (`cookie_name`: one per set of tokens)."""
+        cookie the operator page's requests carry, named by the guard for this request
+        (`WebSettings.cookie_name`, else `_guard.cookie_name`: the port and the mount path)."""
         Query(request.scope["query_string"], frozenset())
         authorization = request.headers.get("authorization")
         response = Response(status_code=204)
         if authorization is not None:  # absent only on a server without tokens
             token = authorization.strip().partition(" ")[2].strip()
             response.set_cookie(
-                self.cookie,
+                request.state.cookie_name,
                 token,
                 httponly=True,
                 samesite="strict",
@@ -339,8 +337,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         raise InvalidRecord(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
     hub = _Hub(async_store, settings)
     failures = FailedAuthentications()
-    cookie = cookie_name(settings.tokens)
-    api = _Api(async_store, hub, failures, cookie)
+    api = _Api(async_store, hub, failures)
     page = Page(settings.page_hidden_close_s)
 
     get = ["GET"]
@@ -371,7 +368,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         # The routes in a router of their own, which takes `redirect_slashes=False`
         # (`/api/events/` is 404, not a redirect); Starlette's takes no such argument.
         routes=[Mount("/", app=Router(routes=routes, redirect_slashes=False))],
-        middleware=[Middleware(Guard, settings=settings, failures=failures, cookie=cookie)],
+        middleware=[Middleware(Guard, settings=settings, failures=failures)],
         exception_handlers=_handlers(api),
         lifespan=lifespan,
     )

@@ -7,12 +7,12 @@ in constant time, never from the URL), the failed-authentication limit, CORS, an
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
 import time
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -22,8 +22,8 @@ from ._settings import WebSettings
 MAX_URL_BYTES = 8192
 """The longest path and query string a request may have (414 above)."""
 COOKIE = "session_journal_token"
-"""The name of the cookie `POST /api/session` sets for the operator page, before the digest of
-the server's tokens (`cookie_name`)."""
+"""The name of the cookie `POST /api/session` sets for the operator page, before the port and
+the mount path the browser addresses (`cookie_name`)."""
 FAILED_AUTH_LIMIT = 10
 """Failed authentications (a wrong token presented) one client address may make per
 `FAILED_AUTH_WINDOW_S`; 429 after. A request without any token is refused but not counted."""
@@ -32,6 +32,7 @@ _MAX_TRACKED_ADDRESSES = 10_000
 _QUERY_TOKENS = frozenset({"token", "access_token", "session_journal_token", "authorization"})
 _PORT = re.compile(r":[0-9]{1,5}")
 _DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443"}
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9-]")  # written .XX in a cookie's name
 PUBLIC_PATHS = frozenset({"/healthz", "/", "/favicon.ico"})
 """Paths served without a token (no data): the health check, the operator page (which asks for
 the token itself) and the icon browsers ask for unbidden (404: it must not count as a failed
@@ -53,14 +54,32 @@ class Principal:
     by_cookie: bool = False
 
 
-def cookie_name(tokens: Mapping[str, str | None]) -> str:
-    """The cookie of an app with these tokens: `session_journal_token_` and 12 hex digits of a
-    digest of the tokens and their workspaces. Cookies ignore ports and a proxy may rewrite
-    `Host`: with one name, two servers on one host (two `serve`s, two SSH tunnels, two apps
-    under two mounts) would overwrite each other's cookie, and each would present the other's
-    token as a failed authentication. Apps that share this name accept the same tokens."""
-    listed = "\n".join(sorted(f"{token} {workspace or ''}" for token, workspace in tokens.items()))
-    return f"{COOKIE}_{hashlib.sha256(listed.encode()).hexdigest()[:12]}"
+def cookie_name(scope: Scope, port: str | None) -> str:
+    """The cookie of a request whose `Host` names `port` (`None`: the scheme's default):
+    `session_journal_token_PORT`, then `_SEGMENT` for each segment of the mount path
+    (`root_path`), its characters but `[A-Za-z0-9-]` written `.XX` (hex of their UTF-8 bytes):
+    `/journal` on port 8765 is `session_journal_token_8765_journal`. Cookies ignore ports: two
+    servers on one host (two `serve`s, two SSH tunnels, two apps under two mounts) would
+    otherwise overwrite each other's cookie, and each would present the other's token as a
+    failed authentication. Made from what the browser addresses, never from the tokens: the
+    same after a restart and on every worker and replica (`WebSettings.cookie_name` sets it
+    instead, behind a proxy that rewrites `Host`)."""
+    if port is None:
+        port = _DEFAULT_PORTS.get(scope.get("scheme", "http"), "80")
+    root: str = scope.get("root_path", "")
+    return f"{COOKIE}_{port}{_mount_suffix(root)}" if root else f"{COOKIE}_{port}"
+
+
+@functools.lru_cache(maxsize=64)
+def _mount_suffix(root_path: str) -> str:
+    """`_SEGMENT` for each segment of a mount path, as `cookie_name` writes them (a mount path
+    is the server's, not the client's: few of them)."""
+    segments = root_path.strip("/").split("/") if root_path.strip("/") else []
+    return "".join(f"_{_NAME_UNSAFE.sub(_escape, segment)}" for segment in segments)
+
+
+def _escape(match: re.Match[str]) -> str:
+    return "".join(f".{byte:02X}" for byte in match[0].encode("utf-8", "surrogatepass"))
 
 
 def app_path(scope: Scope) -> str:
@@ -135,12 +154,10 @@ class FailedAuthentications:
 class Guard:
     """The ASGI middleware of the checks (see the module docstring)."""
 
-    def __init__(
-        self, app: object, settings: WebSettings, failures: FailedAuthentications, cookie: str
-    ) -> None:
+    def __init__(self, app: object, settings: WebSettings, failures: FailedAuthentications) -> None:
         self.app = app
         self.failures = failures
-        self._cookie = cookie  # `cookie_name(settings.tokens)`, which `POST /api/session` sets
+        self._cookie = settings.cookie_name  # else `cookie_name` of each request
         # The app's own copies of the settings, as compared.
         self._tokens = [(token.encode(), workspace) for token, workspace in settings.tokens.items()]
         self._hosts = frozenset(host.lower() for host in settings.allowed_hosts)
@@ -183,6 +200,8 @@ class Guard:
         path = app_path(scope)
         if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIX):
             return
+        cookie = self._cookie or cookie_name(scope, host[1])
+        state["cookie_name"] = cookie  # which `POST /api/session` sets
         for name, _ in parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True):
             if name.lower() in _QUERY_TOKENS:
                 raise Problem(
@@ -193,7 +212,7 @@ class Guard:
                 )
         if scope["method"] == "OPTIONS":
             return  # a preflight carries no credentials; answered when the origin is allowed
-        principal = self._authenticate(scope, headers, path)
+        principal = self._authenticate(scope, headers, path, cookie)
         if principal.by_cookie and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
             raise Problem(
                 "origin_not_allowed", "a cookie-authenticated request came from another site"
@@ -220,7 +239,11 @@ class Guard:
                 return vary  # same origin
         raise Problem("origin_not_allowed", f"requests from origin {origin[:200]!r} are refused")
 
-    def _authenticate(self, scope: Scope, headers: dict[str, str], path: str) -> Principal:
+    def _authenticate(
+        self, scope: Scope, headers: dict[str, str], path: str, cookie: str
+    ) -> Principal:
+        """The principal of the request's token (`Authorization`, else the cookie named
+        `cookie`, but for `POST /api/session`); `Problem` when it is missing or wrong."""
         address = (scope.get("client") or ("unknown",))[0]
         now = time.monotonic()
         wait = self.failures.retry_after(address, now)
@@ -230,8 +253,8 @@ class Guard:
                 f"too many failed authentications from this address; retry in {wait} s",
                 headers={"Retry-After": str(wait)},
             )
-        cookie = None if path == SESSION_PATH else self._cookie
-        presented, by_cookie = _presented(headers, cookie)
+        taken = None if path == SESSION_PATH else cookie
+        presented, by_cookie = _presented(headers, taken)
         if not self._tokens:  # allow_no_token: every client is its own address
             return Principal(key=f"address:{address}", workspace=None)
         if presented is not None:
@@ -247,7 +270,7 @@ class Guard:
         raise Problem(
             "unauthorized",
             "a valid token is required: 'Authorization: Bearer TOKEN'"
-            + ("" if cookie is None else f" or the {cookie} cookie"),
+            + ("" if taken is None else f" or the {taken} cookie"),
             headers={"WWW-Authenticate": 'Bearer realm="session-journal"'},
         )
 

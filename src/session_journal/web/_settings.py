@@ -21,6 +21,7 @@ DEFAULT_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 _TOKEN = re.compile(r"[A-Za-z0-9._~+/=-]+")  # RFC 6750's b64token: no space, no quote, no ';'
 _ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
 _HOST = re.compile(r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+|\*")
+_COOKIE_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}")  # RFC 6265's token
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ class WebSettings:
     page_hidden_close_s: float = 60.0
     """The operator page closes its browser's one stream when every tab of it has been hidden
     for this long (1 second to a day), and opens it again when one is shown."""
+    cookie_name: str | None = None
+    """The name of the cookie the operator page signs in with (`POST /api/session`): 1 to 128
+    of the characters a cookie's name may hold (`` [A-Za-z0-9!#$%&'*+.^_`|~-] ``), not starting
+    `__Host-` or `__Secure-` (such a cookie needs HTTPS all the way to this server). `None`: a
+    name of the port in the request's `Host` and the mount path (`session_journal_token_8765`,
+    `session_journal_token_443_journal`), so that servers on one host keep a cookie each; set
+    it behind a proxy that rewrites `Host` to each replica's own port."""
 
     def __post_init__(self) -> None:
         """Every field is checked here (`InvalidRecord` naming it); nothing is changed: the
@@ -79,6 +87,7 @@ class WebSettings:
             _number(name, getattr(self, name), low, high)
         for name, high in (("max_streams", 1_000_000), ("max_streams_per_token", 1_000_000)):
             _count(name, getattr(self, name), high)
+        _cookie_name(self.cookie_name)
         if not isinstance(self.allow_no_token, bool):
             raise InvalidRecord("allow_no_token must be True or False")
 
@@ -123,6 +132,21 @@ def _hosts(value: object) -> tuple[str, ...]:
     if not hosts:
         raise InvalidRecord("allowed_hosts is empty: no request could be served")
     return tuple(hosts)
+
+
+def _cookie_name(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not _COOKIE_NAME.fullmatch(value):
+        raise InvalidRecord(
+            f"cookie_name must be None or 1 to 128 characters of [A-Za-z0-9!#$%&'*+.^_`|~-] "
+            f"(a cookie's name), got {value!r}"
+        )
+    if value.lower().startswith(("__host-", "__secure-")):
+        raise InvalidRecord(
+            f"cookie_name: {value!r} has a prefix browsers keep only for a Secure cookie, which "
+            "this server sets only on requests that reach it over HTTPS; choose another name"
+        )
 
 
 def _origins(value: object) -> tuple[str, ...]:
