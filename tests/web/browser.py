@@ -13,6 +13,9 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
+INSECURE_HOST = "journal.test"
+"""A name the browser resolves to 127.0.0.1 (its host resolver's rules: no DNS is asked), so
+that a page served on loopback is not a secure context, as on a LAN address over plain HTTP."""
 SCREENSHOTS_ENV = "SESSION_JOURNAL_SCREENSHOTS"
 """Where the tests write their PNG of each view (`make screenshots`: docs/img/operator-page)."""
 ARGUMENTS = (
@@ -24,6 +27,7 @@ ARGUMENTS = (
     "--no-first-run",
     "--disable-dev-shm-usage",
     "--window-size=1280,860",
+    f"--host-resolver-rules=MAP {INSECURE_HOST} 127.0.0.1",
 )
 # Recorded in the page's own world before its scripts run (injected over the DevTools protocol,
 # which the page's policy does not govern): every policy violation the page causes.

@@ -4,10 +4,11 @@ appended after the page loaded shows within 2 s, agent text with markup runs not
 as text, a pruned cursor shows which seqs went and recovers, the stream closes when every tab
 has been hidden for the delay (2 s here) and opens when one is shown, filters in the URL survive
 a reload, seven tabs share one stream (and another tab takes it over when its holder closes),
-the page works under a mount prefix, and its cookie is named by the server's port: two servers
-on one host keep a cookie each, and a restart with another token added keeps the page signed
-in. No policy violation is reported on any view. Each test writes a PNG of its view (`make
-screenshots` writes them to docs/img/operator-page). On both backends."""
+the page works under a mount prefix and outside a secure context (plain HTTP to a name that is
+not loopback, each tab with a stream of its own), and its cookie is named by the server's port:
+two servers on one host keep a cookie each, and a restart with another token added keeps the
+page signed in. No policy violation is reported on any view. Each test writes a PNG of its
+view (`make screenshots` writes them to docs/img/operator-page). On both backends."""
 
 from __future__ import annotations
 
@@ -36,7 +37,15 @@ from session_journal import (
 from session_journal.relay import AgentMessage, RelayChain
 from session_journal.web import WebSettings, create_app, shutdown_streams
 from tests.helpers import append_raw
-from tests.web.browser import open_browser, screenshot, set_hidden, text_of, violations, wait_for
+from tests.web.browser import (
+    INSECURE_HOST,
+    open_browser,
+    screenshot,
+    set_hidden,
+    text_of,
+    violations,
+    wait_for,
+)
 from tests.web.client import ADMIN, LiveServer, ThreadServer, bearer, fault
 
 pytestmark = pytest.mark.slow
@@ -108,8 +117,10 @@ def refusals(base: str) -> int:
     return count
 
 
-def streams(base: str) -> int:
-    status = httpx.get(base + "/api/status", headers=bearer()).json()
+def streams(base: str, host: str | None = None) -> int:
+    """The streams open on the server at `base` (asked with `Host: host` when given)."""
+    headers = bearer() if host is None else {**bearer(), "Host": host}
+    status = httpx.get(base + "/api/status", headers=headers).json()
     count: int = status["streams"]
     return count
 
@@ -305,6 +316,37 @@ def test_the_page_under_a_mount_prefix(page: Any, writer: Store) -> None:
         page.find_element("id", "nav-sessions").click()
         wait_for(lambda: "s-2" in text_of(page, "sessions"), 5, "sessions under the prefix")
         assert page.current_url == base + "/journal/?view=sessions"
+        assert violations(page) == []
+
+
+def test_outside_a_secure_context_the_page_goes_live_with_a_stream_per_tab(
+    page: Any, writer: Store
+) -> None:
+    # Plain HTTP to a name that is not loopback (a LAN address): no crypto.randomUUID, no Web
+    # Locks. The traffic stays on loopback: the browser maps the name to 127.0.0.1.
+    feed = create_app(writer, WebSettings(tokens={ADMIN: None}, allowed_hosts=(INSECURE_HOST,)))
+    with in_thread(page, feed, feed) as base:
+        port = base.rpartition(":")[2]
+        address, host = f"http://{INSECURE_HOST}:{port}", f"{INSECURE_HOST}:{port}"
+        open_page(page, address + "/?view=feed")
+        assert page.execute_script(
+            "return [window.isSecureContext, typeof crypto.randomUUID, !!navigator.locks];"
+        ) == [False, "undefined", False]
+        assert rows(page) == [2, 1]
+        assert page.get_cookie(f"session_journal_token_{port}")["value"] == ADMIN
+        tabs = [page.current_window_handle]
+        page.switch_to.new_window("tab")
+        open_page(page, address + "/?view=feed", token=False)  # signed in by the cookie
+        tabs.append(page.current_window_handle)
+        assert streams(base, host) == 2  # without Web Locks, each tab holds its own stream
+        append_raw(writer, "s-1", fault("outside a secure context"))
+        deadline = time.monotonic() + LIVE_S
+        for tab in tabs:
+            page.switch_to.window(tab)
+            left = max(0.05, deadline - time.monotonic())
+            wait_for(lambda: rows(page) == [3, 2, 1], left, "the new event in every tab")
+            assert "outside a secure context" in text_of(page, "feed")
+        page.switch_to.window(tabs[0])  # the tab the recorder is in
         assert violations(page) == []
 
 

@@ -1,7 +1,8 @@
 """The operator page's files as the app serves them (no browser): `/` and `/page/*` without a
 token and with exactly the security headers the issue names, on every answer of the app; only
 the listed files; the icon a browser asks for unbidden is no failed authentication; the page's
-scripts never hand a string to an HTML or script sink. On both backends where a store serves."""
+scripts never hand a string to an HTML or script sink, and use no API that only a secure context
+has but Web Locks, tested for first. On both backends where a store serves."""
 
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ SINKS = re.compile(
     r"srcdoc|createContextualFragment|DOMParser|setHTMLUnsafe|parseHTMLUnsafe|"
     r"set(?:Timeout|Interval)\(\s*['\"`]"
 )
+
+SECURE_CONTEXT_ONLY = re.compile(
+    r"randomUUID|crypto\.subtle|navigator\.(?:clipboard|serviceWorker|storage|credentials|"
+    r"geolocation|mediaDevices|share|usb|serial|hid|bluetooth)|\bNotification\b|"
+    r"show(?:Open|Save)FilePicker|showDirectoryPicker|\bcaches\b"
+)
+"""APIs a page on plain HTTP to a LAN address does not have (not a secure context)."""
+COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 @pytest.fixture
@@ -101,6 +110,20 @@ def test_the_page_scripts_never_hand_a_string_to_an_html_or_script_sink() -> Non
     html = (PAGE / "index.html").read_text()
     # Nothing inline (the policy refuses it): no script body, no style, no handler attribute.
     assert not re.search(r"<script(?![^>]*\bsrc=)|<style|\sstyle=|\son[a-z]+=", html)
+
+
+def test_the_page_scripts_need_no_secure_context() -> None:
+    # Served over plain HTTP on a LAN address the page is not a secure context; an API that
+    # is missing there left it at "connecting" with no message.
+    for name in PAGE_FILES:
+        if not name.endswith(".js"):
+            continue
+        code = COMMENTS.sub("", (PAGE / name).read_text())
+        assert not SECURE_CONTEXT_ONLY.findall(code), (name, SECURE_CONTEXT_ONLY.findall(code))
+        if "navigator.locks." in code:  # Web Locks only where the browser has them
+            assert "!!navigator.locks" in code, name
+    assert SECURE_CONTEXT_ONLY.search("this.id = crypto.randomUUID();")
+    assert not SECURE_CONTEXT_ONLY.search(COMMENTS.sub("", "a(); // no crypto.randomUUID"))
 
 
 def test_the_page_knows_every_session_state() -> None:

@@ -10,7 +10,8 @@
 // whether it is visible; when none has been for `hiddenCloseMs`, the leader closes the stream,
 // and opens it again from its cursor when one is shown. Where the browser has no Web Locks (a
 // page on plain HTTP other than localhost is not a secure context) every tab holds a stream of
-// its own.
+// its own. Nothing here needs a secure context: no `crypto.randomUUID`, Web Locks only when
+// the browser has them.
 
 import { ApiError, getJSON, root, url } from './api.js';
 
@@ -18,6 +19,13 @@ const ANNOUNCE_MS = 10_000; // each tab tells the leader whether it is visible t
 const TAB_STALE_MS = 35_000; // a tab not heard from this long is gone
 const FILL_LIMIT = 5_000; // further behind than this, a tab reloads its views instead
 const DEFAULT_RETRY_MS = 3_000;
+
+/** A random id for this tab (`crypto.getRandomValues`, which every context has; `randomUUID`
+ * exists only in secure contexts). */
+function tabId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return [...bytes].map((byte) => byte.toString(16).padStart(2, '0')).join('');
+}
 
 function sleep(ms, signal) {
   return new Promise((resolve) => {
@@ -36,7 +44,7 @@ export class SharedStream {
   constructor(hiddenCloseMs, handlers) {
     this.hiddenCloseMs = hiddenCloseMs;
     this.handlers = handlers;
-    this.id = crypto.randomUUID();
+    this.id = tabId();
     this.cursor = null; // the last seq this tab applied (null: the frontier, not yet known)
     this.applying = Promise.resolve(); // what this tab applies, one message after another
     this.leader = false;
