@@ -27,6 +27,10 @@ from .storage.wakeups import CommitSignal
 P = ParamSpec("P")
 T = TypeVar("T")
 
+Waiter = asyncio.Future[int | None]
+"""What a task of the loop waits on: woken with the generation of the followers' window that
+the routing read (`None`: woken otherwise, or by the follower's `close()`)."""
+
 DEFAULT_THREADS = 32
 """The worker threads of an `AsyncStore` unless `threads=` says otherwise."""
 MAX_THREADS = 1024
@@ -127,7 +131,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         self._tail: SharedTail = events._tail
         self._session_id = session_id  # of the filter: woken by that session's events only
         self._next_sweep = 0.0  # a session follower returns an empty page no sooner
-        self.waiter: asyncio.Future[None] | None = None  # what it waits on, for `close()`
+        self.waiter: Waiter | None = None  # what it waits on, for `close()`
         self._loop: asyncio.AbstractEventLoop | None = None
         workers.followers.add(self)
 
@@ -215,15 +219,18 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
     ) -> ApiEventPage | None:
         follower, signal = self._follower, self._signal
         waiters = self._waiters()
+        # The generation the next read must reflect (the window is read again first when it is
+        # older, once for all the loop's tasks): the signal's at the call and after a wait that
+        # timed out, so that a commit (a prune, a delete) that moved the signal before is in
+        # the page even if the loop has not routed it yet; after a wake-up by the routing, the
+        # generation of the window it read, which holds every commit that woke this follower.
+        generation: int | None = signal.generation
         while not follower.closed and not self.store_closed:
             # Registered before the read: an event committed after the read wakes it.
             waiter = self.waiter = waiters.register(session_id)
             try:
-                # Read at the signal's generation, as every follower does: a page reflects every
-                # commit (a prune, a delete) that moved the signal before the read, even one the
-                # loop has not routed yet (the window is read again first, once for all the
-                # loop's tasks). A commit after it wakes this waiter once routed.
-                generation = signal.generation
+                if generation is None:
+                    generation = signal.generation
                 now = time.monotonic()
                 sweep = not events_only and now >= self._next_sweep
                 page = await self._poll(generation, not sweep)
@@ -234,13 +241,15 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
                 left = follower.wait_left(deadline)
                 if not events_only:  # back by the next sweep, to move the cursor
                     left = min(left, self._next_sweep - time.monotonic())
+                generation = None  # unless the routing wakes it
                 if left <= 0:
                     if deadline is not None and time.monotonic() >= deadline:
                         return None
                     continue
                 try:
                     async with asyncio.timeout(left):
-                        await waiter  # raises the error of a failed read of the window
+                        # Raises the error of a failed read of the window.
+                        generation = await waiter
                 except TimeoutError:
                     if deadline is not None and time.monotonic() >= deadline:
                         return None
@@ -291,7 +300,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         self.close()
 
 
-def _set_if_pending(waiter: asyncio.Future[None]) -> None:
+def _set_if_pending(waiter: Waiter) -> None:
     if not waiter.done():
         waiter.set_result(None)
 
@@ -318,8 +327,8 @@ class _LoopWaiters:
         self._tail = tail
         self._workers = workers
         self._loop = weakref.ref(loop)  # the store's registry of loops must not keep one alive
-        self._waiters: set[asyncio.Future[None]] = set()
-        self._sessions: dict[str, set[asyncio.Future[None]]] = {}
+        self._waiters: set[Waiter] = set()
+        self._sessions: dict[str, set[Waiter]] = {}
         self._routed: int | None = None  # the window's `covered` when sessions were last woken
         self._routed_floor = 0  # and its floor of the pruned log
         self._routing: asyncio.Task[None] | None = None
@@ -387,10 +396,12 @@ class _LoopWaiters:
                 if window.pruned != self._routed_floor:  # a prune may expire any of them
                     touched, self._routed_floor = None, window.pruned
                 self._routed = window.covered if window.filled else None
+                # Each woken follower reads at the generation of this window.
                 if touched is None:  # the window cannot tell: every follower looks
-                    self._release([w for ws in self._sessions.values() for w in ws])
+                    woken = [w for ws in self._sessions.values() for w in ws]
                 else:
-                    self._release([w for s in touched for w in self._sessions.get(s, ())])
+                    woken = [w for s in touched for w in self._sessions.get(s, ())]
+                self._release(woken, window.generation)
                 if not self._route_again:
                     return
         except Exception as error:  # a failed read: every waiting follower raises it
@@ -402,14 +413,15 @@ class _LoopWaiters:
         finally:
             self._routing = None
 
-    def _release(self, waiters: list[asyncio.Future[None]]) -> None:
+    def _release(self, waiters: list[Waiter], generation: int | None = None) -> None:
         """Wake `WAKE_CHUNK` waiters now and the rest in later turns of the loop, so that the
-        loop's other tasks (and timers) run between the chunks, however many tasks wait."""
+        loop's other tasks (and timers) run between the chunks, however many tasks wait; each
+        with `generation`, the window's that the routing read (`None`: another cause)."""
         for waiter in waiters[:WAKE_CHUNK]:
             if not waiter.done():  # a waiter cancelled or woken meanwhile is left alone
-                waiter.set_result(None)
+                waiter.set_result(generation)
         if len(waiters) > WAKE_CHUNK:
-            asyncio.get_running_loop().call_soon(self._release, waiters[WAKE_CHUNK:])
+            asyncio.get_running_loop().call_soon(self._release, waiters[WAKE_CHUNK:], generation)
 
     async def wait_past(self, generation: int, timeout: float, follower: AsyncFollower) -> None:
         """Until the signal moves past `generation` or closes, `follower` closes, or `timeout`
@@ -431,7 +443,7 @@ class _LoopWaiters:
         finally:
             signal.waiter_left()
 
-    def register(self, session_id: str) -> asyncio.Future[None]:
+    def register(self, session_id: str) -> Waiter:
         """A waiter for the next events of `session_id` (register before reading, so that no
         event committed after the read goes unnoticed); `unregister` it afterwards."""
         waiter = asyncio.get_running_loop().create_future()
@@ -439,7 +451,7 @@ class _LoopWaiters:
         self._signal.waiter_joined()
         return waiter
 
-    def unregister(self, session_id: str, waiter: asyncio.Future[None]) -> None:
+    def unregister(self, session_id: str, waiter: Waiter) -> None:
         """Forget a waiter of `register`."""
         self._signal.waiter_left()
         waiters = self._sessions.get(session_id)
