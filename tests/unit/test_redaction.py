@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from session_journal import InvalidRecord
 from session_journal.journal.redaction import REDACTED, Redactor
 
 REDACTOR = Redactor()
@@ -43,6 +44,9 @@ SECRETS = [
     PEM_RSA,
     "Bearer 8f14e45fceea167a5a36dedd4bea2543",
     "postgresql://journal:s3cr3t-P4ss@db.internal:5432/journal",
+    "DB_PASSWORD=hunter2",
+    "password: 'hunter 2'",
+    "--api-key=abc123",
 ]
 
 
@@ -90,6 +94,77 @@ SECRETS = [
 def test_secret_shapes_in_strings_are_redacted(text: str, expected: str) -> None:
     assert REDACTOR.redact_json(text) == expected
     assert REDACTOR.redact_json({"output": text}) == {"output": expected}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("password=hunter2", f"password={REDACTED}"),
+        ("login with PASSWORD=hunter2 now", f"login with PASSWORD={REDACTED} now"),
+        ("API_KEY=abc", f"API_KEY={REDACTED}"),
+        ("export GITHUB_TOKEN=gh-not-a-pat-1", f"export GITHUB_TOKEN={REDACTED}"),
+        (
+            "AWS_SECRET_ACCESS_KEY = wJalrXUtnFEMI/K7MDENG/bPxRfiCY",
+            f"AWS_SECRET_ACCESS_KEY = {REDACTED}",
+        ),
+        ("DB_PASSWORD: x", f"DB_PASSWORD: {REDACTED}"),
+        (
+            "env:\n  DB_PASSWORD: x\n  DB_USER: app",
+            f"env:\n  DB_PASSWORD: {REDACTED}\n  DB_USER: app",
+        ),
+        ("set DB_PASSWORD: x first", f"set DB_PASSWORD: {REDACTED} first"),
+        ("X-Api-Key: k-123", f"X-Api-Key: {REDACTED}"),
+        ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {REDACTED}"),
+        ("client_secret=abc&grant_type=x", f"client_secret={REDACTED}&grant_type=x"),
+        ("f(password=hunter2)", f"f(password={REDACTED})"),
+        ("--db-password=s3cr3t --verbose", f"--db-password={REDACTED} --verbose"),
+        ('password="hunter 2" user="bob"', f'password="{REDACTED}" user="bob"'),
+        ("secret: 'a b', user: bob", f"secret: '{REDACTED}', user: bob"),
+        ("spring.datasource.password=pw", f"spring.datasource.password={REDACTED}"),
+        ("apiKey=xyz; token=q", f"apiKey={REDACTED}; token={REDACTED}"),
+        # A setting inside the value of one whose key is no secret.
+        ("pw: secret='x y'", f"pw: secret='{REDACTED}'"),
+        ("opts=password=x", f"opts=password={REDACTED}"),
+        # A search snippet's marks around the key or the value.
+        ("...[password]=[hunter2] ...", f"...[password]={REDACTED} ..."),
+        # A shape in a kept value is still found.
+        ("note=Bearer abc12345678 token=x", f"note=Bearer {REDACTED} token={REDACTED}"),
+        (
+            "url=redis://:hunter2@cache:6379/0 password=x",
+            f"url=redis://:{REDACTED}@cache:6379/0 password={REDACTED}",
+        ),
+    ],
+)
+def test_settings_in_free_text_keep_the_key_and_lose_the_value(text: str, expected: str) -> None:
+    assert REDACTOR.redact_json(text) == expected
+    assert REDACTOR.redact_json({"output": text}) == {"output": expected}
+    assert REDACTOR.redact_text(expected) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token count: 5",
+        "max_tokens=100",
+        "token_count=5, input_tokens: 7",
+        "tokens: 12",
+        "def login(password: str) -> bool:",
+        "{password: str}",
+        "if password == expected:",
+        "password != x and password >= y",
+        "the password is long",
+        "password=",
+        'password=""',
+        "passwordless=true",
+        "https://example.com/reset?user=bob&lang=en",
+        f"password={REDACTED}",
+        f'password: "{REDACTED}"',
+    ],
+)
+def test_settings_whose_key_is_no_secret_or_without_a_value_are_kept(text: str) -> None:
+    # Beside a line that is redacted: only that line changes.
+    given = f"{text}\nDB_PASSWORD=hunter2"
+    assert REDACTOR.redact_json(given) == f"{text}\nDB_PASSWORD={REDACTED}"
 
 
 @pytest.mark.parametrize(
@@ -356,3 +431,52 @@ def test_values_without_secret_looking_content_are_unchanged(value: Any) -> None
 def test_redaction_is_idempotent(value: Any) -> None:
     once = REDACTOR.redact_json(value)
     assert REDACTOR.redact_json(copy.deepcopy(once)) == once
+
+
+def test_json_text_without_secrets_is_given_back_as_it_is() -> None:
+    text = '{"seq":3,"event":{"type":"x","data":{"n":1.0e5,"message":"caf\\u00e9 token count: 5"}}}'
+    assert REDACTOR.may_hold_secrets(text)  # "token": the full test runs, and changes nothing
+    assert REDACTOR.redact_json_text(text) is text
+    plain = '{"seq":3,"event":{"type":"x","data":{"message":"hello"}}}'
+    assert not REDACTOR.may_hold_secrets(plain)
+    assert REDACTOR.redact_json_text(plain) is plain
+
+
+def test_json_text_with_secrets_is_redacted_and_encoded_compactly() -> None:
+    text = json.dumps(
+        {"seq": 3, "event": {"data": {"message": "naïve password=hunter2", "password": 1}}},
+        ensure_ascii=False,
+        indent=1,
+    )
+    assert REDACTOR.redact_json_text(text) == (
+        '{"seq":3,"event":{"data":{"message":"naïve password=[REDACTED]","password":"[REDACTED]"}}}'
+    )
+    assert REDACTOR.redact_json_text(json.dumps(f"key {OPENAI_KEY}")) == f'"key {REDACTED}"'
+    assert REDACTOR.redact_json_text("[1, 2]") == "[1, 2]"
+
+
+def test_json_text_that_is_not_json_is_refused() -> None:
+    with pytest.raises(InvalidRecord, match="not JSON text"):
+        REDACTOR.redact_json_text('{"password": ')
+    with pytest.raises(InvalidRecord, match="not JSON text"):
+        Redactor(extra_patterns=["x+"]).redact_json_text("plain text")
+
+
+def test_the_quick_test_sees_escaped_letters_and_extra_patterns() -> None:
+    # "\u0070assword" is "password"; "\u212aey" lower-cases to "key" (as `_words` does).
+    for text in ['{"\\u0070assword":"x"}', '{"api_\\u212aey":"x"}']:
+        assert REDACTOR.may_hold_secrets(text)
+        assert json.loads(REDACTOR.redact_json_text(text)) != json.loads(text)
+    assert Redactor(extra_patterns=["ACME-[0-9]+"]).may_hold_secrets("{}")
+
+
+@settings(deadline=None, max_examples=300)
+@given(json_values(safe_text | secret_text, mixed_keys))
+def test_the_quick_test_never_misses_what_redaction_changes(value: Any) -> None:
+    for ensure_ascii in (True, False):
+        text = json.dumps(value, ensure_ascii=ensure_ascii)
+        if REDACTOR.redact_json(copy.deepcopy(value)) != value:
+            assert REDACTOR.may_hold_secrets(text)
+        assert json.loads(REDACTOR.redact_json_text(text)) == REDACTOR.redact_json(
+            copy.deepcopy(value)
+        )

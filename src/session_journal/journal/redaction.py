@@ -28,7 +28,19 @@ None); dicts and lists are changed in place. Everything here is pure: no I/O, re
    alphanumerics, ``github_pat_`` + 20+ of ``[A-Za-z0-9_]``), AWS access key ids (``AKIA``/``ASIA``
    + 16 of ``[A-Z0-9]``), JWTs (three base64url segments, the first starting ``eyJ``), PEM
    private key blocks (BEGIN through END; a block cut short is redacted to the end of the text),
-   the password of ``scheme://user:password@host`` (scheme, user and host are kept), and then
+   the password of ``scheme://user:password@host`` (scheme, user and host are kept); then
+   **settings in free text**: the value of ``KEY=value`` or ``KEY: value`` whose key names a
+   secret by rule 1's word rules (``password=hunter2``, ``API_KEY=abc``, ``GITHUB_TOKEN=...``,
+   ``--db-password=x``, ``AWS_SECRET_ACCESS_KEY = ...``, ``DB_PASSWORD: x``, ``X-Api-Key: ...``)
+   becomes ``[REDACTED]``, the key, the separator and a quote around the value kept
+   (``password="[REDACTED]"``), and so is an auth scheme word before it (``Authorization: Basic
+   [REDACTED]``). A key is a run of ``[A-Za-z0-9_.-]`` starting with a letter or ``_`` (after at
+   most two ``-``); the value is a run up to white space or one of ``'"`,;&(){}<>``, or a
+   quoted run (``"..."``, ``'...'``) of one line. Around ``=`` (not ``==``) a key may follow
+   anything but a key character; with ``:`` it must start the text or follow a space, a line
+   break or ``[`` (a search snippet's mark), so that code's parameter annotations
+   (``def login(password: str)``) stay. Keys that are not secrets (``max_tokens=100``, ``token
+   count: 5``, ``url=...``) are kept with their value, in which the rules still apply. Last,
    every match of the redactor's ``extra_patterns``.
 3. **JSON inside strings.** A string that starts with ``{`` or ``[`` (after whitespace) and parses
    as JSON is redacted by rules 1-3 and re-encoded compactly, but only if something changed:
@@ -45,6 +57,12 @@ embedded JSON gets rule 2 only. `redact_json` does not raise on JSON-like input.
 
 With the built-in rules redaction is idempotent: redacting redacted output changes nothing. An
 extra pattern that matches ``[REDACTED]`` itself breaks that.
+
+JSON text (an HTTP response, an event's JSON) is redacted by `Redactor.redact_json_text`: its
+value is redacted as `redact_json` does and encoded again compactly only if something changed.
+`Redactor.may_hold_secrets` is its cheap first test, a few substring searches of the text made
+lower-case, for the last word of each secret name and the start of each shape (and JSON escapes
+that could spell one): it is false only when redacting the text would change nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +73,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from .._json_text import compact_json
+from ..errors import InvalidRecord
 
 __all__ = ["REDACTED", "Redactor"]
 
@@ -99,6 +118,27 @@ _SHAPES: Final = re.compile(
     )
 )
 
+_KEY: Final = r"[A-Za-z_][A-Za-z0-9_.-]*"
+# A setting in free text, the last shape of rule 2: `KEY=value` or `KEY: value` (is the key a
+# secret? `is_secret_key` says). `]` after a key and `[` before one: a search snippet's marks.
+_SETTING: Final = re.compile(
+    r"(?P<head>(?:"
+    rf"(?<![^\s\[])(?P<colon_key>{_KEY})\]?[ \t]*:"
+    rf"|(?<![A-Za-z0-9_.-])-{{0,2}}(?P<equals_key>{_KEY})\]?[ \t]*=(?!=)"
+    r")[ \t]*(?:(?i:bearer|basic|token|digest)[ \t]+)?)"
+    r"(?:\"(?P<double>[^\"\n]+)\"|'(?P<single>[^'\n]+)'|(?P<bare>[^\s'\"`,;&(){}<>]+))"
+)
+
+# What `may_hold_secrets` looks for in JSON text made lower-case (`str.lower`, as `_words`
+# does), besides the last word of each secret name: the start of each shape of rule 2, and a
+# `\u` escape of a printable ASCII character or of the two others that lower-case to one
+# (U+0130, U+212A), which could spell a word.
+_SHAPE_STARTS: Final = (
+    "-----begin", "://", ":\\/\\/", "bearer", "eyj", "sk-", "ghp_", "gho_", "ghu_", "ghs_",
+    "ghr_", "github_pat_", "akia", "asia",
+)  # fmt: skip
+_ESCAPED_LETTER: Final = re.compile(r"\\u(?:00[2-7]|0130|212a)")
+
 
 def _words(key: str) -> tuple[str, ...]:
     """The lower-case words of a key: ``"X-Api-Key"`` and ``"xApiKey"`` give x, api, key."""
@@ -136,6 +176,16 @@ class Redactor:
         names.discard(())
         self._names: frozenset[tuple[str, ...]] = frozenset(names)
         self._name_words: frozenset[str] = frozenset(word for name in names for word in name)
+        # A secret key holds the last word of a name (a plural: its singular's, and more).
+        last_words = {name[-1] for name in map(_words, (*_SECRET_NAMES, *extra_keys)) if name}
+        self._looked_for: tuple[str, ...] | None = (
+            None  # an extra pattern can match anything: no shortcut
+            if patterns
+            else tuple(
+                sorted(w for w in last_words if not any(o != w and o in w for o in last_words))
+            )
+            + _SHAPE_STARTS
+        )
 
     def is_secret_key(self, key: str) -> bool:
         """Whether values under `key` are redacted whole (rule 1 of the module docstring)."""
@@ -171,6 +221,38 @@ class Redactor:
     def redact_text(self, text: str) -> str:
         """The redacted copy of one string (rules 2 and 3)."""
         return self._redact_text(text, 0)
+
+    def may_hold_secrets(self, json_text: str) -> bool:
+        """A cheap test of JSON text: `False` only if `redact_json_text(json_text)` would give
+        it back unchanged (substring searches of the text made lower-case; always `True` with
+        `extra_patterns`)."""
+        if self._looked_for is None:
+            return True
+        lowered = json_text.lower()
+        if "\\u" in lowered and _ESCAPED_LETTER.search(lowered):
+            return True
+        return any(map(lowered.__contains__, self._looked_for))
+
+    def redact_json_text(self, json_text: str) -> str:
+        """JSON text with its value redacted as `redact_json` redacts it (the top-level
+        ``seq``, ``ts`` and ``type`` kept): `json_text` itself when nothing changed, so text
+        without secrets keeps its bytes; otherwise the redacted value encoded compactly,
+        non-ASCII kept (as pydantic's `model_dump_json` writes). `InvalidRecord` (a
+        `ValueError`) if it is not JSON."""
+        if not self.may_hold_secrets(json_text):
+            return json_text
+        try:
+            value = json.loads(json_text)
+        except (ValueError, RecursionError) as error:
+            raise InvalidRecord(f"redact_json_text: not JSON text ({error})") from None
+        if isinstance(value, str):
+            redacted = self._redact_text(value, 0)
+            changed, value = redacted != value, redacted
+        elif isinstance(value, dict | list):
+            changed = self._redact_tree(value, 0, _ENVELOPE_KEYS)
+        else:
+            changed = False
+        return compact_json(value) if changed else json_text
 
     def _redact_tree(
         self, root: dict[Any, Any] | list[Any], depth: int, protected: frozenset[str]
@@ -208,9 +290,33 @@ class Redactor:
             if embedded is not None:
                 return embedded
         redacted = _SHAPES.sub(_replace_shape, text)
+        if "=" in redacted or ":" in redacted:
+            redacted = self._redact_settings(redacted)
         for pattern in self._patterns:
             redacted = pattern.sub(REDACTED, redacted)
         return redacted
+
+    def _redact_settings(self, text: str) -> str:
+        """`text` with the value of each `KEY=value` / `KEY: value` (`_SETTING`) whose key names
+        a secret redacted. After a key that does not, the search goes on right after its
+        separator, so that a setting inside its value is found too (``pw: secret='x'``)."""
+        parts: list[str] = []
+        done = position = 0
+        while (match := _SETTING.search(text, position)) is not None:
+            key = match.group("colon_key") or match.group("equals_key")
+            if not self.is_secret_key(key):
+                position = match.end("head")
+                continue
+            value = REDACTED
+            for group, quote in (("double", '"'), ("single", "'")):
+                if match.group(group) is not None:
+                    value = f"{quote}{REDACTED}{quote}"
+            parts += (text[done : match.start()], match.group("head"), value)
+            done = position = match.end()
+        if not parts:
+            return text
+        parts.append(text[done:])
+        return "".join(parts)
 
     def _redact_embedded(self, text: str, depth: int) -> str | None:
         """`text` redacted as JSON (itself if nothing changed), or None if it is not JSON."""
