@@ -5,6 +5,8 @@ Open a `Store` and use its services; the docs (docs/, Guarantees) say what they 
 `Store`, `AsyncStore`, `UnitOfWork` and `SCHEMA_LEVEL` are imported on first use (PEP 562
 `__getattr__`), so importing a part that needs no database (`session_journal.journal`,
 `session_journal.relay`, the records and event bodies) loads no SQLAlchemy, Alembic or driver.
+`Redactor` (from `session_journal.journal`, whose event kinds it would load) is imported on first
+use too.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -79,6 +81,7 @@ from .records import (
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
     from .aio import AsyncFollower, AsyncStore
+    from .journal.redaction import Redactor
     from .migrations import SCHEMA_LEVEL
     from .services.following import Follower
     from .storage.unit_of_work import UnitOfWork
@@ -134,6 +137,7 @@ __all__ = [
     "PermanentStorageError",
     "PruneRefused",
     "ReadOnlySnapshot",
+    "Redactor",
     "SchemaOutOfDate",
     "SessionFault",
     "SessionJournalError",
@@ -164,6 +168,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # PEP 562: called for a name not bound in this module. The modules come together
     # (`store` imports the other two); the names are bound here, so this runs once.
+    if name == "Redactor":
+        from .journal.redaction import Redactor
+
+        globals()["Redactor"] = Redactor
+        return Redactor
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import aio, migrations, store

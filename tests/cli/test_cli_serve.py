@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from session_journal import SessionRecord, Store
 from session_journal.cli import main
 from session_journal.web._serve import is_loopback
 from tests.web.client import ADMIN, LiveServer
@@ -136,3 +137,15 @@ def test_the_page_hidden_close_delay_is_bounded(
             capsys.readouterr().err
         )
     assert not (tmp_path / "journal.db").exists()
+
+
+def test_serve_redacts_unless_no_redact(migrated_url: str, tmp_path: Path) -> None:
+    with Store.open(migrated_url) as store:
+        store.sessions.save(SessionRecord(id="s-1", project_id="p"))
+        store.faults.record_startup_fault("s-1", "login with password=hunter2 failed")
+    for extra, shown in (((), "password=[REDACTED]"), (("--no-redact",), "password=hunter2")):
+        with LiveServer(migrated_url, tmp_path, "--no-token", *extra) as live:
+            page = httpx.get(live.base + "/api/events?after_seq=0").json()
+        assert [e["event"]["data"]["message"] for e in page["events"]] == [
+            f"login with {shown} failed"
+        ]

@@ -40,3 +40,39 @@ def controller(store: Store) -> Store:
         [index_row("s-1", 1, "deploy failed in w-1"), index_row("s-2", 1, "deploy ok in w-2")]
     )
     return store
+
+
+# Fake credentials, each in a shape redaction knows (docs: Serving the feed, "Redaction"), with
+# the text the server serves for each. The last is kept: no secret, and non-ASCII.
+OPENAI_KEY = "sk-proj-Xf3kP9qLm2Rt7vWz1Yb4Nc8Hd6Gj0Ks5Ua_TeQ-oIr"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0t\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+LEAKS = {
+    f"the key is {OPENAI_KEY}": "the key is [REDACTED]",
+    "curl -H 'Authorization: Bearer 8f14e45fceea167a5a36dedd4bea2543' https://api.example.com": (
+        "curl -H 'Authorization: Bearer [REDACTED]' https://api.example.com"
+    ),
+    "login with password=hunter2 failed": "login with password=[REDACTED] failed",
+    "API_KEY=abc123 GITHUB_TOKEN=gh-tok-42": "API_KEY=[REDACTED] GITHUB_TOKEN=[REDACTED]",
+    "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG": "export AWS_SECRET_ACCESS_KEY=[REDACTED]",
+    "env:\n  DB_PASSWORD: swordfish9\n  DB_USER: app": (
+        "env:\n  DB_PASSWORD: [REDACTED]\n  DB_USER: app"
+    ),
+    f"key:\n{PEM}\nend": "key:\n[REDACTED]\nend",
+    "dsn postgresql://app:s3cr3t-P4ss@db:5432/app": "dsn postgresql://app:[REDACTED]@db:5432/app",
+    "naïve ☃: token count: 5, max_tokens=100": "naïve ☃: token count: 5, max_tokens=100",
+}
+SECRETS = (
+    OPENAI_KEY,
+    "8f14e45fceea167a5a36dedd4bea2543",
+    "hunter2",
+    "abc123",
+    "gh-tok-42",
+    "wJalrXUtnFEMI",
+    "swordfish9",
+    "MIIEowIBAAKCAQEAu1SU1",
+    "s3cr3t-P4ss",
+)
+"""What no redacted answer holds."""

@@ -47,6 +47,7 @@ from tests.web.browser import (
     wait_for,
 )
 from tests.web.client import ADMIN, LiveServer, ThreadServer, bearer, fault
+from tests.web.scenario import LEAKS, SECRETS
 
 pytestmark = pytest.mark.slow
 
@@ -212,6 +213,33 @@ def test_markup_in_agent_text_and_events_runs_nothing_and_shows_as_text(
         "try { document.body.insertAdjacentHTML('beforeend', '<i>x</i>'); } catch (e) {}"
     )
     assert any("trusted-types" in v for v in violations(page)), violations(page)
+
+
+def test_secrets_show_redacted_in_the_transcript_and_the_feed(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    writer.sessions.save(SessionRecord(id="s-3", project_id="p", workspace_id="w-1"))
+    said = [AgentMessage(message_id=f"m-{n}", text=text) for n, text in enumerate(LEAKS)]
+    writer.projection.apply("s-3", RelayChain().extend(said, recorded_at_ms=100))
+    for text in LEAKS:
+        append_raw(writer, "s-3", fault(text))  # seqs 3 to 11
+    open_page(page, live.base + "/?view=session&id=s-3")
+    wait_for(lambda: "[REDACTED]" in text_of(page, "session"), 5, "the transcript, redacted")
+    shown = page.execute_script(
+        "return [...document.querySelectorAll('#session .transcript .text')]"
+        ".map((n) => n.textContent);"
+    )
+    assert sorted(shown) == sorted(LEAKS.values())
+    assert [secret for secret in SECRETS if secret in text_of(page, "session")] == []
+
+    open_page(page, live.base + "/?view=feed", token=False)
+    assert rows(page)[:9] == list(range(11, 2, -1))
+    append_raw(writer, "s-3", fault(next(iter(LEAKS))))  # seq 12, live: the hub's frame
+    wait_for(lambda: rows(page)[0] == 12, LIVE_S, "the live event on the feed")
+    feed = text_of(page, "feed")
+    assert "the key is [REDACTED]" in feed and "password=[REDACTED]" in feed
+    assert [secret for secret in SECRETS if secret in feed] == []
+    assert violations(page) == []
 
 
 def test_a_pruned_cursor_says_which_seqs_went_and_the_page_recovers(

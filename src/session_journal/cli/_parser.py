@@ -232,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the operator page closes its stream when every tab has been hidden this long "
         "(1 to 86400; default 60)",
     )
+    serve.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="serve events, transcripts, questions and search hits as stored, secrets included "
+        "(by default they are redacted: [REDACTED])",
+    )
     return parser
 
 

@@ -101,6 +101,7 @@ def settings_for(args: argparse.Namespace) -> WebSettings:
         allowed_hosts=hosts,
         cors_origins=tuple(args.cors_origins),
         page_hidden_close_s=args.page_hidden_close,
+        redact=not args.no_redact,
     )
 
 

@@ -66,6 +66,10 @@ class WebSettings:
     name of the port in the request's `Host` and the mount path (`session_journal_token_8765`,
     `session_journal_token_443_journal`), so that servers on one host keep a cookie each; set
     it behind a proxy that rewrites `Host` to each replica's own port."""
+    redact: bool = True
+    """Redact secrets from the free text of everything served (`session_journal.Redactor`'s
+    rules, with `[REDACTED]`): event pages and frames, sessions, states, transcripts, questions
+    and search hits. `False` serves what the store holds, as `load_json` gives it."""
 
     def __post_init__(self) -> None:
         """Every field is checked here (`InvalidRecord` naming it); nothing is changed: the
@@ -90,6 +94,8 @@ class WebSettings:
         _cookie_name(self.cookie_name)
         if not isinstance(self.allow_no_token, bool):
             raise InvalidRecord("allow_no_token must be True or False")
+        if not isinstance(self.redact, bool):
+            raise InvalidRecord("redact must be True or False")
 
 
 def _tokens(value: object) -> dict[str, str | None]:
