@@ -118,7 +118,7 @@ _SHAPES: Final = re.compile(
     )
 )
 
-_KEY: Final = r"[A-Za-z_][A-Za-z0-9_.-]*"
+_KEY: Final = r"[A-Za-z_][A-Za-z0-9_.-]*+"  # possessive: a key that fails is not tried shorter
 # A setting in free text, the last shape of rule 2: `KEY=value` or `KEY: value` (is the key a
 # secret? `is_secret_key` says). `]` after a key and `[` before one: a search snippet's marks.
 _SETTING: Final = re.compile(
@@ -176,16 +176,15 @@ class Redactor:
         names.discard(())
         self._names: frozenset[tuple[str, ...]] = frozenset(names)
         self._name_words: frozenset[str] = frozenset(word for name in names for word in name)
-        # A secret key holds the last word of a name (a plural: its singular's, and more).
+        # A secret key holds the last word of a name (a plural: its singular's, and more), so
+        # lower-cased it holds one of these.
         last_words = {name[-1] for name in map(_words, (*_SECRET_NAMES, *extra_keys)) if name}
-        self._looked_for: tuple[str, ...] | None = (
-            None  # an extra pattern can match anything: no shortcut
-            if patterns
-            else tuple(
-                sorted(w for w in last_words if not any(o != w and o in w for o in last_words))
-            )
-            + _SHAPE_STARTS
+        self._key_words: tuple[str, ...] = tuple(
+            sorted(w for w in last_words if not any(o != w and o in w for o in last_words))
         )
+        self._looked_for: tuple[str, ...] | None = (
+            None if patterns else self._key_words + _SHAPE_STARTS
+        )  # None: an extra pattern can match anything, no shortcut
 
     def is_secret_key(self, key: str) -> bool:
         """Whether values under `key` are redacted whole (rule 1 of the module docstring)."""
@@ -290,11 +289,16 @@ class Redactor:
             if embedded is not None:
                 return embedded
         redacted = _SHAPES.sub(_replace_shape, text)
-        if "=" in redacted or ":" in redacted:
+        if ("=" in redacted or ":" in redacted) and self._may_name_a_secret(redacted):
             redacted = self._redact_settings(redacted)
         for pattern in self._patterns:
             redacted = pattern.sub(REDACTED, redacted)
         return redacted
+
+    def _may_name_a_secret(self, text: str) -> bool:
+        """False only if no key in `text` can name a secret (the settings rule's shortcut)."""
+        lowered = text.lower()
+        return any(map(lowered.__contains__, self._key_words))
 
     def _redact_settings(self, text: str) -> str:
         """`text` with the value of each `KEY=value` / `KEY: value` (`_SETTING`) whose key names
