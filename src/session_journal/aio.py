@@ -371,11 +371,16 @@ class AsyncStore(_AsyncReads):
         return await self._workers.run(self._store.run_in_unit_of_work, fn)
 
     async def close(self) -> None:
-        """Close: every later call raises `StoreClosed`; the followers end; calls in progress
-        finish first. A view made by `from_store` stops its workers and leaves the store open."""
-        if self._owns:
-            await asyncio.to_thread(self._store.close)
-        self._workers.shutdown()
+        """Close: every later call raises `StoreClosed`; the followers and waits end; a call
+        running on a worker finishes first, and a call still waiting for a worker raises
+        `StoreClosed` without running. Once the workers have ended, a store of its own (`open`)
+        closes its sync store too; a view made by `from_store` leaves the store open. Returns
+        when all that is done and every thread of the store has ended; the event loop runs on
+        meanwhile. Closing again waits the same way and does nothing more. Called in one of the
+        store's own workers (by a function the store runs), it would wait for itself: it
+        raises `UsageError` and closes nothing."""
+        self._workers.shutdown(self._store.close if self._owns else None)
+        await self._workers.ended()
 
     async def __aenter__(self) -> AsyncStore:
         return self

@@ -339,7 +339,12 @@ def _handlers(api: _Api) -> dict[Any, Callable[[Request, Exception], Awaitable[R
         if isinstance(error, CursorAhead):
             return _problem_response(Problem("cursor_ahead", str(error)))
         if isinstance(error, CursorExpired):
-            extra = await api.expired_body(error.cursor)
+            try:
+                extra = await api.expired_body(error.cursor)
+            except (StoreClosed, TransientStorageError) as closed:  # closed meanwhile, say
+                return _problem_response(
+                    Problem("unavailable", str(closed), headers={"Retry-After": "1"})
+                )
             return _problem_response(Problem("cursor_expired", str(error), extra=extra))
         if isinstance(error, StoreClosed | TransientStorageError):
             return _problem_response(
@@ -402,9 +407,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        await hub.shutdown()
-        if owned:
-            await async_store.close()
+        await shutdown_streams(app)
 
     app = Starlette(
         # The routes in a router of their own, which takes `redirect_slashes=False`
@@ -415,17 +418,28 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         lifespan=lifespan,
     )
     app.state.session_journal_hub = hub
+    # The async view made here for a sync `Store` (closed by `shutdown_streams`); `None` for an
+    # `AsyncStore`, which stays its caller's.
+    app.state.session_journal_view = async_store if owned else None
     return app
 
 
 async def shutdown_streams(app: Any) -> None:
     """Tell every open stream of `app` (made by `create_app`) `event: shutdown` and close
     them within about a second (a stream whose client takes nothing is cut), answer the
-    long-polls in progress 503 `unavailable`, and refuse new streams (503). Call it when the
-    stop is asked for, before the server waits for its open responses (a stream never ends by
-    itself): from signal handling, or from a lifespan where the server runs the lifespan's
-    shutdown first (uvicorn runs it after open responses end; docs: Serving the feed)."""
-    hub = getattr(getattr(app, "state", None), "session_journal_hub", None)
+    long-polls in progress 503 `unavailable`, and refuse new streams (503). For an app made
+    on a sync `Store`, it then closes the async view the app made of it and returns once the
+    view's worker threads have ended (the `Store` stays open: it is its caller's); requests
+    still in progress and later ones answer their normal answer or 503 `unavailable`. Call it
+    when the stop is asked for, before the server waits for its open responses (a stream never
+    ends by itself): from signal handling, or from a lifespan where the server runs the
+    lifespan's shutdown first (uvicorn runs it after open responses end; docs: Serving the
+    feed). Calling it again does nothing more."""
+    state = getattr(app, "state", None)
+    hub = getattr(state, "session_journal_hub", None)
     if not isinstance(hub, _Hub):
         raise InvalidRecord("shutdown_streams: app was not made by session_journal.web.create_app")
     await hub.shutdown()
+    view = getattr(state, "session_journal_view", None)
+    if isinstance(view, AsyncStore):
+        await view.close()
