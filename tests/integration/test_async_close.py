@@ -21,9 +21,11 @@ WORKER = "session-journal async"
 """The name prefix of an async store's threads."""
 
 
-def workers() -> list[str]:
-    """The names of the async stores' threads alive now."""
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith(WORKER))
+def workers(before: set[threading.Thread]) -> list[str]:
+    """The names of the async stores' threads alive now that were not alive at `before` (the
+    suite's other tests may hold stores of their own)."""
+    alive = threading.enumerate()
+    return sorted(t.name for t in alive if t.name.startswith(WORKER) and t not in before)
 
 
 def new_threads(before: set[threading.Thread]) -> list[str]:
@@ -62,12 +64,12 @@ def test_close_returns_once_every_worker_thread_has_ended(migrated_url: str, kin
         await store.sessions.save(SessionFactory.build(id="s-1"))
         writes, (release, holder) = await held_writes(store, 25)
         # 25 calls at once: 25 workers (26 when the first call's was not yet idle again)
-        running = len(workers()) >= 25
+        running = len(workers(before)) >= 25
         closing = asyncio.create_task(store.close())
         await asyncio.sleep(0.1)
         release.set()  # the 25 writes finish; close() returns after them
         await closing
-        left = workers()
+        left = workers(before)
         await asyncio.to_thread(holder.join)
         return running, left, [outcome(write) for write in writes]
 
@@ -84,6 +86,8 @@ def test_close_returns_once_every_worker_thread_has_ended(migrated_url: str, kin
 def test_a_call_still_waiting_for_a_worker_at_close_raises_store_closed(
     migrated_url: str,
 ) -> None:
+    before = set(threading.enumerate())
+
     async def main() -> tuple[list[object], list[str]]:
         store = await AsyncStore.open(migrated_url, threads=2)
         await store.sessions.save(SessionFactory.build(id="s-1"))
@@ -94,7 +98,7 @@ def test_a_call_still_waiting_for_a_worker_at_close_raises_store_closed(
         await asyncio.sleep(0.05)
         release.set()
         await closing
-        left = workers()
+        left = workers(before)
         await asyncio.to_thread(holder.join)
         return [outcome(task) for task in writes + waiting], left
 
@@ -106,6 +110,7 @@ def test_a_call_still_waiting_for_a_worker_at_close_raises_store_closed(
 
 @pytest.mark.parametrize("kind", ["open", "from_store"])
 def test_close_from_one_of_its_own_workers_is_refused(migrated_url: str, kind: str) -> None:
+    before = set(threading.enumerate())
     sync = Store.open(migrated_url) if kind == "from_store" else None
 
     async def main() -> tuple[str, str, list[str]]:
@@ -120,7 +125,7 @@ def test_close_from_one_of_its_own_workers_is_refused(migrated_url: str, kind: s
         # Nothing closed: the store answers, then closes from the loop.
         record = await store.sessions.get("s-1")
         await store.close()
-        return str(refused.value), record.id if record else "", workers()
+        return str(refused.value), record.id if record else "", workers(before)
 
     result = asyncio.run(main())
     if sync is not None:
@@ -135,6 +140,8 @@ def test_close_from_one_of_its_own_workers_is_refused(migrated_url: str, kind: s
 
 
 def test_the_loop_runs_on_while_close_waits_for_a_long_call(migrated_url: str) -> None:
+    before = set(threading.enumerate())
+
     async def main() -> tuple[bool, bool, object, list[str]]:
         store = await AsyncStore.open(migrated_url)
         await store.sessions.save(SessionFactory.build(id="s-1"))
@@ -155,7 +162,7 @@ def test_the_loop_runs_on_while_close_waits_for_a_long_call(migrated_url: str) -
         release.set()
         async with asyncio.timeout(LONG_S):
             await closing
-        left = workers()
+        left = workers(before)
         ticker.cancel()
         await asyncio.to_thread(holder.join)
         return closed_early, ticked, outcome(writes[0]), left

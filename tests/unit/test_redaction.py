@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -127,6 +129,18 @@ def test_secret_shapes_in_strings_are_redacted(text: str, expected: str) -> None
         ("opts=password=x", f"opts=password={REDACTED}"),
         # A search snippet's marks around the key or the value.
         ("...[password]=[hunter2] ...", f"...[password]={REDACTED} ..."),
+        # A quoted key: a dict printed by Python, JSON cut short.
+        (
+            "{'password': 'hunter2pw', 'user': 'bob'}",
+            f"{{'password': '{REDACTED}', 'user': 'bob'}}",
+        ),
+        (
+            'config={"password": "hunter2pw", "x": 1} (trunc',
+            f'config={{"password": "{REDACTED}", "x": 1}} (trunc',
+        ),
+        # A key at the start of a snippet, after its cut mark.
+        ("...AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI x0", f"...AWS_SECRET_ACCESS_KEY={REDACTED} x0"),
+        ("...password: hunter2 [deploy]", f"...password: {REDACTED} [deploy]"),
         # A shape in a kept value is still found.
         ("note=Bearer abc12345678 token=x", f"note=Bearer {REDACTED} token={REDACTED}"),
         (
@@ -480,3 +494,30 @@ def test_the_quick_test_never_misses_what_redaction_changes(value: Any) -> None:
         assert json.loads(REDACTOR.redact_json_text(text)) == REDACTOR.redact_json(
             copy.deepcopy(value)
         )
+
+
+HOSTILE = {
+    # Text built to make a rule read it again from each of its characters, and how it begins
+    # once redacted: each takes time in proportion to its length now (about a second a MiB),
+    # minutes when it grew as the square.
+    "settings that are no secrets": ("see key " + "a=" * 500_000, "see key a=a=a=a=a=a="),
+    "settings with dashes": ("key " + "--a=" * 250_000, "key --a=--a=--a=--a="),
+    "a scheme that never comes": ("key " + "a." * 500_000, "key a.a.a.a.a.a.a.a."),
+    "a JWT that goes on": ("eyJ" + "a." * 500_000, "[REDACTED].a.a.a.a.a"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_text_is_redacted_in_time_proportional_to_its_length(case: str) -> None:
+    # In a child process, so that a rule whose time grows as the square fails the test (killed
+    # after a minute) instead of holding the suite for the quarter of an hour it would take.
+    text, begins = HOSTILE[case]
+    code = (
+        "import sys\n"
+        "from session_journal import Redactor\n"
+        "print(Redactor().redact_text(sys.stdin.read())[:20])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, begins + "\n"), done.stderr

@@ -37,8 +37,12 @@ AFTER = [
 """The routes that need the store, asked after `shutdown_streams`."""
 
 
-def workers() -> list[str]:
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith(WORKER))
+def workers(before: set[threading.Thread]) -> list[str]:
+    """The names of the async stores' worker threads alive now that were not at `before` (the
+    suite's other tests may hold stores of their own)."""
+    return sorted(
+        t.name for t in threading.enumerate() if t.name.startswith(WORKER) and t not in before
+    )
 
 
 def new_threads(before: set[threading.Thread]) -> list[str]:
@@ -74,7 +78,7 @@ def test_shutdown_streams_closes_the_view_it_made_and_later_requests_answer_503(
                     await get(path)
                     for path in ("/api/events?after_seq=0", "/api/sessions", "/api/sessions/s-1")
                 ]
-                serving = len(workers()) > 0
+                serving = len(workers(before)) > 0
                 hub = feed.state.session_journal_hub
                 poll = asyncio.create_task(get("/api/events?wait=30"))
                 async with asyncio.timeout(10):
@@ -86,7 +90,7 @@ def test_shutdown_streams_closes_the_view_it_made_and_later_requests_answer_503(
                 ]
                 await asyncio.sleep(0)  # handed to the app: some reach a worker
                 await shutdown_streams(feed)
-                left = workers()
+                left = workers(before)
                 flying = set(await asyncio.gather(*in_flight))
                 after = {path: await get(path, token) for path, token in AFTER}
                 outside = [await get("/api/status"), answer(await c.get("/journal/healthz"))]

@@ -39,7 +39,9 @@ None); dicts and lists are changed in place. Everything here is pure: no I/O, re
    quoted run (``"..."``, ``'...'``) of one line. Around ``=`` (not ``==``) a key may follow
    anything but a key character; with ``:`` it must start the text or follow a space, a line
    break or ``[`` (a search snippet's mark), so that code's parameter annotations
-   (``def login(password: str)``) stay. Keys that are not secrets (``max_tokens=100``, ``token
+   (``def login(password: str)``) stay; after ``...`` (where a search snippet was cut) a key
+   may start with either; and a key in quotes (``'password': 'x'``, ``"token": "x"``: a dict
+   printed by Python, JSON cut short) may precede either. Keys that are not secrets (``max_tokens=100``, ``token
    count: 5``, ``url=...``) are kept with their value, in which the rules still apply. Last,
    every match of the redactor's ``extra_patterns``.
 3. **JSON inside strings.** A string that starts with ``{`` or ``[`` (after whitespace) and parses
@@ -107,7 +109,10 @@ _SHAPES: Final = re.compile(
         (
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?-----END [A-Z0-9 ]*PRIVATE KEY-----|.*)",
             # The password may itself hold an unescaped "@": the greedy run backtracks to the last.
-            r"(?P<userinfo>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@]*:)[^\s/?#]+(?=@)",
+            # The scheme starts where no scheme character precedes it, and its run is possessive:
+            # a run that is no scheme is tried once, not once from each of its characters.
+            r"(?P<userinfo>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s:/?#@]*:)"
+            r"[^\s/?#]+(?=@)",
             rf"(?P<bearer>\b(?i:bearer))\s+(?:(?={_TOKEN_CHAR}*\d){_TOKEN_CHAR}{{8,}}"
             rf"|{_TOKEN_CHAR}{{20,}})",
             r"\beyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+",
@@ -121,12 +126,20 @@ _SHAPES: Final = re.compile(
 _KEY: Final = r"[A-Za-z_][A-Za-z0-9_.-]*+"  # possessive: a key that fails is not tried shorter
 # A setting in free text, the last shape of rule 2: `KEY=value` or `KEY: value` (is the key a
 # secret? `is_secret_key` says). `]` after a key and `[` before one: a search snippet's marks.
-_SETTING: Final = re.compile(
-    r"(?P<head>(?:"
-    rf"(?<![^\s\[])(?P<colon_key>{_KEY})\]?[ \t]*:"
-    rf"|(?<![A-Za-z0-9_.-])-{{0,2}}(?P<equals_key>{_KEY})\]?[ \t]*=(?!=)"
-    r")[ \t]*(?:(?i:bearer|basic|token|digest)[ \t]+)?)"
-    r"(?:\"(?P<double>[^\"\n]+)\"|'(?P<single>[^'\n]+)'|(?P<bare>[^\s'\"`,;&(){}<>]+))"
+# The head (key, separator, an auth word) is searched for, and the value is matched after it
+# only when the key names a secret: a value runs to the end of its word, so matching one after
+# every key would read the text again for each (`a=a=a=...`), in time growing as its square.
+# A key starts after `...` too: where a search snippet was cut (`...API_KEY=value`).
+_SETTING_HEAD: Final = re.compile(
+    r"(?:"
+    rf"(?:(?<![^\s\[])|(?<=\.\.\.))(?P<colon_key>{_KEY})\]?[ \t]*:"
+    rf"|(?:(?<![A-Za-z0-9_.-])|(?<=\.\.\.))-{{0,2}}(?P<equals_key>{_KEY})\]?[ \t]*=(?!=)"
+    # A quoted key: a dict printed by Python (`{'password': 'x'}`), JSON cut short.
+    rf"|(?P<quote>[\"'])(?P<quoted_key>{_KEY})(?P=quote)[ \t]*[:=](?!=)"
+    r")[ \t]*(?:(?P<auth>(?i:bearer|basic|token|digest))[ \t]+)?"
+)
+_SETTING_VALUE: Final = re.compile(
+    r"\"(?P<double>[^\"\n]+)\"|'(?P<single>[^'\n]+)'|(?P<bare>[^\s'\"`,;&(){}<>]+)"
 )
 
 # What `may_hold_secrets` looks for in JSON text made lower-case (`str.lower`, as `_words`
@@ -301,22 +314,28 @@ class Redactor:
         return any(map(lowered.__contains__, self._key_words))
 
     def _redact_settings(self, text: str) -> str:
-        """`text` with the value of each `KEY=value` / `KEY: value` (`_SETTING`) whose key names
-        a secret redacted. After a key that does not, the search goes on right after its
-        separator, so that a setting inside its value is found too (``pw: secret='x'``)."""
+        """`text` with the value of each `KEY=value` / `KEY: value` (`_SETTING_HEAD`, then
+        `_SETTING_VALUE`) whose key names a secret redacted. After a key that does not, the
+        search goes on right after its separator, so that a setting inside its value is found
+        too (``pw: secret='x'``). Each character is read a bounded number of times."""
         parts: list[str] = []
         done = position = 0
-        while (match := _SETTING.search(text, position)) is not None:
-            key = match.group("colon_key") or match.group("equals_key")
+        while (head := _SETTING_HEAD.search(text, position)) is not None:
+            position = head.end()
+            key = head.group("colon_key") or head.group("equals_key") or head.group("quoted_key")
             if not self.is_secret_key(key):
-                position = match.end("head")
+                continue
+            found = _SETTING_VALUE.match(text, head.end())
+            if found is None and head.group("auth") is not None:  # the auth word is the value
+                found = _SETTING_VALUE.match(text, head.start("auth"))
+            if found is None:
                 continue
             value = REDACTED
             for group, quote in (("double", '"'), ("single", "'")):
-                if match.group(group) is not None:
+                if found.group(group) is not None:
                     value = f"{quote}{REDACTED}{quote}"
-            parts += (text[done : match.start()], match.group("head"), value)
-            done = position = match.end()
+            parts += (text[done : head.start()], text[head.start() : found.start()], value)
+            done = position = found.end()
         if not parts:
             return text
         parts.append(text[done:])

@@ -23,7 +23,6 @@ from session_journal import (
     CursorAhead,
     CursorExpired,
     InvalidRecord,
-    Redactor,
     SessionJournalError,
     SessionState,
     Store,
@@ -50,47 +49,9 @@ MAX_HITS = 1000
 _JSON = "application/json"
 
 
-_PAGE_START = '{"events":['  # how an event page's JSON starts (`load_json`, `wait_json`, ...)
-
-
 def _page_with(as_of_seq: int, model_json: str) -> bytes:
     """A model's JSON object with `as_of_seq` as its first member."""
     return b'{"as_of_seq":%d,%s' % (as_of_seq, model_json[1:].encode())
-
-
-def _redacted_page(redactor: Redactor | None, body: bytes) -> bytes:
-    """An event page's JSON with each event's secrets redacted (`None`: as it is). A page in
-    which `may_hold_secrets` finds nothing is given back as it is; otherwise each event's text
-    is cut out of the page and redacted alone (`redact_json_text`), so that only an event whose
-    text changes is encoded again."""
-    if redactor is None:
-        return body
-    text = body.decode()
-    if not redactor.may_hold_secrets(text):
-        return body
-    if not text.startswith(_PAGE_START):  # not a page of events: the whole value, then
-        return redactor.redact_json_text(text).encode()
-    decoder = json.JSONDecoder()
-    events: list[str] = []
-    at = len(_PAGE_START)
-    while text[at] != "]":
-        end = decoder.raw_decode(text, at)[1]
-        events.append(redactor.redact_json_text(text[at:end]))
-        at = end + (text[end] == ",")
-    return f"{_PAGE_START}{','.join(events)}{text[at:]}".encode()
-
-
-def _redacted_json(redactor: Redactor | None, model_json: str) -> str:
-    """A model's JSON with its secrets redacted (`None`: as it is)."""
-    return model_json if redactor is None else redactor.redact_json_text(model_json)
-
-
-def _json_document(redactor: Redactor | None, document: dict[str, Any]) -> bytes:
-    """A route's document as compact JSON, its secrets redacted first (`None`: as it is; the
-    document is the route's own, made for this response)."""
-    if redactor is not None:
-        redactor.redact_json(document)
-    return json.dumps(document, separators=(",", ":")).encode()
 
 
 @contextmanager
@@ -119,7 +80,7 @@ class _Api:
         self.store = store
         self.hub = hub
         self.failures = failures
-        self.redactor = hub.redactor  # `None`: served as stored (`WebSettings.redact`)
+        self.redaction = hub.redaction  # the app's (`WebSettings.redact`)
 
     async def healthz(self, request: Request) -> Response:
         return Response(b'{"ok":true}', media_type=_JSON)
@@ -145,7 +106,7 @@ class _Api:
             body = await self._long_poll(event_filter, after, limit, wait)
         else:
             body = await events.load_json(event_filter, after, limit)
-        return Response(_redacted_page(self.redactor, body), media_type=_JSON)
+        return Response(await self.redaction.page(body), media_type=_JSON)
 
     async def _long_poll(
         self, event_filter: Any, after: int | None, limit: int, wait: float
@@ -186,7 +147,7 @@ class _Api:
                 page = await snapshot.sessions.page(
                     workspace_id=workspace, state=state, before=query.text("before"), limit=limit
                 )
-            page_json = _redacted_json(self.redactor, page.model_dump_json())
+            page_json = await self.redaction.json_text(page.model_dump_json())
             body = _page_with(snapshot.as_of_seq, page_json)
         return Response(body, media_type=_JSON)
 
@@ -205,7 +166,7 @@ class _Api:
                     None if operation is None else operation.model_dump(mode="json")
                 ),
             }
-        return Response(_json_document(self.redactor, document), media_type=_JSON)
+        return Response(await self.redaction.document(document), media_type=_JSON)
 
     async def state(self, request: Request) -> Response:
         return await self._materialized(request, questions=False)
@@ -232,7 +193,7 @@ class _Api:
                     "as_of_seq": snapshot.as_of_seq,
                     "state": state.model_dump(mode="json", exclude={"transcript"}),
                 }
-        return Response(_json_document(self.redactor, document), media_type=_JSON)
+        return Response(await self.redaction.document(document), media_type=_JSON)
 
     async def transcript(self, request: Request) -> Response:
         principal, session_id = _principal(request), _session_id(request)
@@ -246,7 +207,7 @@ class _Api:
             )
             if page is None:
                 raise not_found(f"session {session_id!r}")
-            page_json = _redacted_json(self.redactor, page.model_dump_json())
+            page_json = await self.redaction.json_text(page.model_dump_json())
             body = _page_with(snapshot.as_of_seq, page_json)
         return Response(body, media_type=_JSON)
 
@@ -265,7 +226,7 @@ class _Api:
                 text, session_id=session_id, limit=limit, workspace_id=principal.workspace
             )
         document = {"hits": [dataclasses.asdict(hit) for hit in hits]}
-        return Response(_json_document(self.redactor, document), media_type=_JSON)
+        return Response(await self.redaction.document(document), media_type=_JSON)
 
     async def status(self, request: Request) -> Response:
         Query(request.scope["query_string"], frozenset())

@@ -38,7 +38,6 @@ from session_journal import (
     ApiEventFilter,
     AsyncFollower,
     CursorExpired,
-    Redactor,
     SessionJournalError,
     StoreClosed,
 )
@@ -47,6 +46,7 @@ from session_journal.aio import AsyncStore
 from ._guard import Principal
 from ._problems import Problem, Receive, Scope, Send
 from ._query import Query, digits, visible_session
+from ._redaction import Redaction
 from ._settings import WebSettings
 
 LOG = logging.getLogger("session_journal.web")
@@ -113,18 +113,6 @@ def event_frame(seq: int, text: bytes) -> bytes:
     return b"id: %d\nevent: api_event\ndata: %s\n\n" % (seq, ascii_json(text))
 
 
-def redacted_frame(seq: int, text: str | bytes, redactor: Redactor | None) -> bytes:
-    """`event_frame` of an event's JSON, its secrets redacted first by `redactor` (`None`: as
-    stored; `WebSettings.redact`). Only an event whose text redaction changes is encoded again;
-    the hub keeps the frame it makes, so an event is redacted once per process."""
-    if redactor is not None:
-        given = text if isinstance(text, str) else text.decode()
-        redacted = redactor.redact_json_text(given)
-        if redacted is not given:
-            text = redacted
-    return event_frame(seq, text.encode() if isinstance(text, str) else text)
-
-
 def _control(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
     head = b"" if seq is None else b"id: %d\n" % seq
     body = json.dumps(data, separators=(",", ":")).encode()
@@ -165,7 +153,7 @@ class _Hub:
     def __init__(self, store: AsyncStore, settings: WebSettings) -> None:
         self.store = store
         self.settings = settings
-        self.redactor = Redactor() if settings.redact else None  # the app's, for every route
+        self.redaction = Redaction(settings.redact)  # the app's, for every route
         self.streams: set[_Stream] = set()
         self.per_key: Counter[str] = Counter()
         self.closes: Counter[str] = Counter()
@@ -274,12 +262,14 @@ class _Hub:
         async for page in follower:
             if page.pruned_through > self.pruned:
                 self._pruned(page.pruned_through)
-            for event in page.events:
+            # Each event's frame, redacted, made once per process for every stream.
+            events = self.store.events
+            texts = await self.redaction.encoded([events.event_json(e) for e in page.events])
+            for event, text in zip(page.events, texts, strict=True):
                 self.seqs.append(event.seq)
                 self.sessions.append(event.session_id)
                 self.types.append(event.event.type)
-                text = self.store.events.event_json(event)
-                frame = redacted_frame(event.seq, text, self.redactor)
+                frame = event_frame(event.seq, text)
                 self.frames.append(frame)
                 self.size += len(frame)
             self.hi = page.next_after_seq
@@ -502,7 +492,8 @@ class StreamRoute:
         opening = b"retry: %d\n\n" % retry + _control("ready", ready)
         # The page's texts go to the stream's backlog, which it empties as it sends: nothing
         # here holds them while the client is slow to take them.
-        backlog, scanned = _Backlog(first.events, hub.redactor), first.next_after_seq
+        backlog = _Backlog(await hub.redaction.texts(first.events))
+        scanned = first.next_after_seq
         del first
         watcher = asyncio.create_task(_watch_disconnect(receive, stream))
         stream.task = asyncio.current_task()
@@ -575,7 +566,8 @@ class StreamRoute:
                     frame = b"event: expired\ndata: %s\n\n" % expired.body()
                     await self._send(send, stream, [frame])
                     return "cursor_expired"
-                backlog.refill(page.events)  # encoded as its writes are made
+                # Redacted now; encoded as its writes are made.
+                backlog.refill(await hub.redaction.texts(page.events))
                 if backlog.texts:
                     sent_cursor = _seq_of(backlog.texts[-1])
                 stream.cursor = max(stream.cursor, page.next_after_seq)
@@ -632,9 +624,8 @@ class _Backlog:
     read takes about `PAGE_BYTES` of frames, judged by the frames of the last read that had
     events."""
 
-    def __init__(self, texts: list[str], redactor: Redactor | None) -> None:
+    def __init__(self, texts: list[str]) -> None:
         self.texts = deque(texts)
-        self._redactor = redactor  # the app's (`None`: frames as stored)
         self._average: int | None = None  # bytes a frame, of the last read with events
         self._bytes = self._made = 0  # of the frames made of the current read
 
@@ -648,7 +639,7 @@ class _Backlog:
     def frame(self) -> bytes:
         """The next event's frame; its text leaves the backlog."""
         text = self.texts.popleft()
-        frame = redacted_frame(_seq_of(text), text, self._redactor)
+        frame = event_frame(_seq_of(text), text.encode())
         self._bytes += len(frame)
         self._made += 1
         return frame
