@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from session_journal import Store
+from session_journal import ApiEventFilter, Store
 from session_journal.web import WebSettings, create_app, shutdown_streams
-from tests.helpers import append_raw
+from tests.helpers import append_raw, store_raw_body
 from tests.web.client import ADMIN, TOKENS, W2_TOKEN, Frame, ThreadServer, bearer, fault, frames
 from tests.web.scenario import controller
 
@@ -188,3 +188,26 @@ def test_shutdown_streams_says_goodbye_and_refuses_new_ones(served: Store) -> No
         stalled.close()
         again = httpx.get(live.base + "/api/events/stream", headers=bearer())
         assert (again.status_code, again.json()["code"]) == (503, "unavailable")
+
+
+def test_a_type_filtered_stream_admits_what_load_admits_old_bodies_included(
+    served: Store,
+) -> None:
+    # A stored body of an earlier shape is served as a `legacy_notice` that keeps its stored
+    # type; a type filter reads the stored type, in the database and in the app's frames alike.
+    start = served.events.latest_seq()
+    with server(served) as live:
+        reader = Reader(live.base, "/api/events/stream?type=session_fault")
+        reader.wait_for("ready")  # from here on, events come from the app's frames
+        served.faults.record_startup_fault("s-2", "new shape")
+        old = '{"type":"session_fault","data":{"message":"old shape"}}'
+        store_raw_body(served, "s-1", old)
+        served.faults.record_startup_fault("s-2", "new again")
+        wanted = ApiEventFilter(types=("session_fault",))
+        expected = [event.seq for event in served.events.load(wanted, after_seq=start).events]
+        assert expected == [start + 1, start + 2, start + 3]
+        deadline = time.monotonic() + 10
+        while len(reader.events()) < 3:
+            assert time.monotonic() < deadline, [f.fields for f in reader.events()]
+            time.sleep(0.02)
+        assert [int(frame.fields["id"]) for frame in reader.events()] == expected

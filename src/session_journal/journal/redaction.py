@@ -41,9 +41,9 @@ None); dicts and lists are changed in place. Everything here is pure: no I/O, re
    break or ``[`` (a search snippet's mark), so that code's parameter annotations
    (``def login(password: str)``) stay; after ``...`` (where a search snippet was cut) a key
    may start with either; and a key in quotes (``'password': 'x'``, ``"token": "x"``: a dict
-   printed by Python, JSON cut short) may precede either. Keys that are not secrets (``max_tokens=100``, ``token
-   count: 5``, ``url=...``) are kept with their value, in which the rules still apply. Last,
-   every match of the redactor's ``extra_patterns``.
+   printed by Python, JSON cut short) may precede either. Keys that are not secrets
+   (``max_tokens=100``, ``token count: 5``, ``url=...``) are kept with their value, in which
+   the rules still apply. Last, every match of the redactor's ``extra_patterns``.
 3. **JSON inside strings.** A string that starts with ``{`` or ``[`` (after whitespace) and parses
    as JSON is redacted by rules 1-3 and re-encoded compactly, but only if something changed:
    JSON text without secrets keeps its original formatting. JSON that does not parse (or is too

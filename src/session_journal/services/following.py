@@ -48,6 +48,10 @@ class Follower(Iterator[ApiEventPage]):
         """The longest time between two reads of the log while nothing wakes the follower."""
         self.last_read: ApiEventPage | None = None  # the last page read, returned or not
         self._read_at: int | None = None  # the signal's generation when it was read
+        # The shared window as it was just before that read: a window published since (a read
+        # of it that checked it against the database republishes it at the same generation
+        # with newer rows) makes the next poll read again, whatever the generation.
+        self._read_window: object = None
         # Whether a read checked that the shared window holds every commit completed before
         # the follower was made (`SharedTail.verify`): the first read does.
         self._verified = False
@@ -89,10 +93,11 @@ class Follower(Iterator[ApiEventPage]):
         `generation` just before: the next page if one is there, else `None` (then wait for the
         signal to move past `generation`). It reads only when the signal moved since the last
         read, or when that read is older than `reread_s` (then from the database itself)."""
+        window = self._tail.snapshot()
         stale = self._read_at is not None and self._stale()
-        if self._read_at != generation or stale:
+        if self._read_at != generation or stale or window is not self._read_window:
             page = self._read(None if stale else generation)
-            return self._took(page, generation, events_only)
+            return self._took(page, generation, events_only, window)
         return self._unreturned(events_only)
 
     def _unreturned(self, events_only: bool) -> ApiEventPage | None:
@@ -112,8 +117,9 @@ class Follower(Iterator[ApiEventPage]):
         an event loop): `"behind"` when the shared window is older than `generation` (refresh
         it, `SharedTail.refresh`, on a thread, then ask again); `"database"` when only the
         database can answer (`poll` on a thread)."""
+        window = self._tail.snapshot()
         stale = self._read_at is not None and self._stale()
-        if self._read_at == generation and not stale:
+        if self._read_at == generation and not stale and window is self._read_window:
             return self._unreturned(events_only)
         if stale or not self._verified:  # the first read checks the window: on a thread
             return "database"
@@ -127,15 +133,19 @@ class Follower(Iterator[ApiEventPage]):
         latest, pruned, rows = served
         events = [row[3] for row in rows]
         page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
-        return self._took(page, generation, events_only)
+        return self._took(page, generation, events_only, window)
 
-    def _took(self, page: ApiEventPage, generation: int, events_only: bool) -> ApiEventPage | None:
+    def _took(
+        self, page: ApiEventPage, generation: int, events_only: bool, window: object
+    ) -> ApiEventPage | None:
         """`page` if it is one to return (events, or a moved cursor unless `events_only`);
-        else `None`, remembering that the log was read at `generation`."""
+        else `None`, remembering that the log was read at `generation`, with the shared window
+        as `window` or newer."""
         if page.events or (page.next_after_seq != self.cursor and not events_only):
             self.cursor, self._read_at = page.next_after_seq, None
             return page
         self._read_at, self._read_time = generation, time.monotonic()
+        self._read_window = window
         return None
 
     def wait_left(self, deadline: float | None) -> float:

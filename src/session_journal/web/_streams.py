@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from session_journal import (
+    ApiEvent,
     ApiEventFilter,
     AsyncFollower,
     CursorExpired,
+    LegacyNotice,
     SessionJournalError,
     StoreClosed,
 )
@@ -111,6 +113,13 @@ def ascii_json(text: bytes) -> bytes:
 def event_frame(seq: int, text: bytes) -> bytes:
     """The SSE frame of one event: its id, `event: api_event` and its JSON."""
     return b"id: %d\nevent: api_event\ndata: %s\n\n" % (seq, ascii_json(text))
+
+
+def _stored_type(event: ApiEvent) -> str:
+    """The type tag of an event's stored body, which a type filter reads (as `load` does): a
+    body of an earlier shape is served as a `legacy_notice` that keeps it (`original_type`)."""
+    body = event.event
+    return body.original_type if isinstance(body, LegacyNotice) else body.type
 
 
 def _control(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
@@ -268,7 +277,7 @@ class _Hub:
             for event, text in zip(page.events, texts, strict=True):
                 self.seqs.append(event.seq)
                 self.sessions.append(event.session_id)
-                self.types.append(event.event.type)
+                self.types.append(_stored_type(event))
                 frame = event_frame(event.seq, text)
                 self.frames.append(frame)
                 self.size += len(frame)
