@@ -2,8 +2,10 @@
 navigation order) is checked, by its language tag, so the documentation cannot drift from the
 code (each failure names the document and the block's line in it):
 
-- `python`: each document's blocks run in order in one namespace of the document's own, with a
-  `store` on each backend holding the session "session-1" (README's first block makes it);
+- `python`: each document's blocks run in order in one namespace of the document's own, and
+  nothing is put in it: a page whose examples use a store opens it in them, as a reader would
+  (`store = Store.open()`: the database `SESSION_JOURNAL_DATABASE_URL` names, which the test
+  sets to its backend's, holding the session "session-1" that README's first block makes);
   tracebacks point at the document's own lines. A block that only shows a signature is listed
   in `SIGNATURES` and compared with the real one.
 - `sh`: each command line is checked, in document order, on each backend, in a temporary
@@ -194,10 +196,11 @@ def test_the_python_blocks_run(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    # The first example opens (and closes) its own store on SQLite; the other pages open the
+    # database of the environment, the test's backend's, with the first example's session, as a
+    # reader who runs a page's examples in one session would.
+    monkeypatch.setenv("SESSION_JOURNAL_DATABASE_URL", url)
     with Store.open(url, upgrade=True) as store, contextlib.ExitStack() as stack:
-        # The first example opens (and closes) its own store on SQLite; the others use the
-        # store of the test's backend, with the first example's session, as a reader who runs
-        # a page's examples in one session would.
         store.sessions.save(SessionRecord(id="session-1", project_id="project-1"))
         namespaces: dict[Path, dict[str, object]] = {}
         live: LiveServer | None = None
@@ -211,7 +214,6 @@ def test_the_python_blocks_run(
                 monkeypatch.setenv("SESSION_JOURNAL_SERVER", live.base)
                 monkeypatch.setenv("SESSION_JOURNAL_WEB_TOKEN", RECIPE_TOKEN)
             namespace = namespaces.setdefault(block.path, {})
-            namespace["store"] = store
             # Padded so that a traceback names the document's own line numbers.
             code = compile("\n" * block.line + block.text, str(block.path), "exec")
             try:
@@ -226,6 +228,10 @@ def test_the_python_blocks_run(
                     f"{block.at(lines[-1]) if lines else block.where} (the python block at line "
                     f"{block.line}) raised {error!r}"
                 )
+        for namespace in namespaces.values():  # the stores the pages opened
+            opened = namespace.get("store")
+            if isinstance(opened, Store):
+                opened.close()
     assert {block.path for block in examples()} >= {README}
     assert "session-1" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "journal.db")
