@@ -28,6 +28,9 @@ code (each failure names the document and the block's line in it):
 - `text`: shown, not run, and allowed only where `TEXT_BLOCKS` has a check for it.
 - `sql`: a script for an operator, allowed only where `SQL_BLOCKS` has a check for it; the check
   runs it as it is (psql, `sqlite3`) on each backend, on the database it is meant for.
+- `javascript`: a browser client of a live `serve`, allowed only where `JAVASCRIPT_BLOCKS`
+  says how to call it; it runs in headless Chromium on a page of the server's origin and must
+  get the event the test appends.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import tomllib
 import traceback
 import urllib.request
@@ -66,7 +70,7 @@ from tests.web.client import LiveServer
 
 RECIPE_TOKEN = "r" * 43
 
-KINDS = ("python", "sh", "json", "ini", "text", "sql")
+KINDS = ("python", "sh", "json", "ini", "text", "sql", "javascript")
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,42 @@ def test_every_block_has_a_language_the_check_knows() -> None:
     assert not unknown, f"fenced blocks need one of {KINDS} as their tag: {unknown}"
     assert len(of_kind("python")) >= 4
     assert of_kind("sh")
+
+
+# -- javascript --------------------------------------------------------------------------------
+
+JAVASCRIPT_BLOCKS = {
+    # document -> how the check calls what its block defines: the token, and a callback that
+    # ends the check with the first event.
+    "serving.md": "followFeed(arguments[0], done).catch((error) => done({error: String(error)}));",
+}
+
+
+def test_the_javascript_blocks_run_in_chromium(url: str, tmp_path: Path) -> None:
+    from tests.web.browser import open_browser
+
+    found = of_kind("javascript")
+    assert {block.path.name for block in found} == set(JAVASCRIPT_BLOCKS)
+    with Store.open(url, upgrade=True) as store, contextlib.ExitStack() as stack:
+        store.sessions.save(SessionRecord(id="session-1", project_id="project-1"))
+        live = stack.enter_context(
+            LiveServer(url, tmp_path, env={"SESSION_JOURNAL_WEB_TOKEN": RECIPE_TOKEN})
+        )
+        driver = open_browser()
+        stack.callback(driver.quit)
+        for block in found:
+            driver.get(live.base + "/healthz")  # a page of the server's origin
+            message = f"seen in the browser ({block.where})"
+            threading.Timer(1.0, store.faults.record_startup_fault, ("session-1", message)).start()
+            call = (
+                "const done = arguments[arguments.length - 1];\n"
+                + JAVASCRIPT_BLOCKS[block.path.name]
+            )
+            event = driver.execute_async_script(block.text + call, RECIPE_TOKEN)
+            assert event.get("event", {}).get("data", {}).get("message") == message, (
+                block.where,
+                event,
+            )
 
 
 # -- python ------------------------------------------------------------------------------------
