@@ -13,6 +13,7 @@ view (`make screenshots` writes them to docs/img/operator-page). On both backend
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -35,10 +36,12 @@ from session_journal import (
     Store,
 )
 from session_journal.relay import AgentMessage, RelayChain
-from session_journal.web import WebSettings, create_app, shutdown_streams
+from session_journal.web import WebSettings, _guard, create_app, shutdown_streams
+from session_journal.web._guard import FAILED_AUTH_LIMIT
 from tests.helpers import append_raw
 from tests.web.browser import (
     INSECURE_HOST,
+    VIOLATION_RECORDER,
     open_browser,
     screenshot,
     set_hidden,
@@ -454,6 +457,78 @@ def test_a_stale_token_in_the_url_then_signing_in_goes_live(
     assert "The token in the address was refused" in text_of(page, "notice")
 
 
+def history_urls(driver: Any) -> list[str]:
+    """The addresses of the tab's history entries (over the DevTools protocol)."""
+    entries = driver.execute_cdp_cmd("Page.getNavigationHistory", {})["entries"]
+    return [entry["url"] for entry in entries]
+
+
+def fresh_tab(driver: Any) -> None:
+    """A new tab, its history of its own, with the violation recorder."""
+    driver.switch_to.new_window("tab")
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": VIOLATION_RECORDER})
+
+
+def paste_link(driver: Any, fragment: str) -> None:
+    """The printed link's fragment pasted into the open tab's address bar: only the fragment
+    changes, so the page is not loaded again."""
+    driver.execute_script("location.hash = arguments[0];", fragment)
+
+
+def test_the_printed_link_pasted_into_a_signed_out_tab_signs_it_in(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    fresh_tab(page)
+    page.get(live.base + "/?view=feed")
+    wait_for(lambda: connection(page) == "signed out", 10, "signed out")
+    page.execute_script("window.__same_document = true;")
+    paste_link(page, f"#token={ADMIN}")
+    wait_for(lambda: connection(page) == "live", 10, "live once the link was pasted")
+    assert page.execute_script("return window.__same_document;") is True  # never reloaded
+    assert rows(page) == [2, 1] and text_of(page, "login") == ""
+    assert page.current_url == live.base + "/?view=feed"
+    assert page.execute_script("return location.hash;") == ""
+    assert [url for url in history_urls(page) if ADMIN in url] == []
+    assert page.get_cookie(f"session_journal_token_{live.port}")["value"] == ADMIN
+    append_raw(writer, "s-1", fault("after the pasted link"))
+    wait_for(lambda: rows(page) == [3, 2, 1], LIVE_S, "live events")
+    assert refusals(live.base) == 1  # the signed-out page's one request
+    assert violations(page) == []
+
+
+def test_a_bad_link_then_the_right_one_pasted_into_the_tab_signs_it_in(
+    page: Any, live: LiveServer
+) -> None:
+    stale = "x" * 43
+    fresh_tab(page)
+    page.get(live.base + "/?view=feed")
+    wait_for(lambda: connection(page) == "signed out", 10, "signed out")
+    paste_link(page, f"#token={stale}")
+    wait_for(
+        lambda: text_of(page, "login-error").startswith("The token in the address was refused: "),
+        5,
+        "the refusal shown",
+    )
+    assert connection(page) == "signed out" and page.current_url == live.base + "/?view=feed"
+    paste_link(page, f"#token={ADMIN}")
+    wait_for(lambda: connection(page) == "live", 10, "live once the right link was pasted")
+    assert rows(page) == [2, 1] and text_of(page, "login") == ""
+    assert page.current_url == live.base + "/?view=feed"
+    assert [url for url in history_urls(page) if ADMIN in url or stale in url] == []
+    assert refusals(live.base) == 2  # the signed-out page's request and the bad token
+
+
+def test_a_fresh_load_of_the_printed_link_signs_in_and_drops_the_token(
+    page: Any, live: LiveServer
+) -> None:
+    fresh_tab(page)
+    open_page(page, live.base + "/?view=feed")
+    assert rows(page) == [2, 1]
+    assert page.current_url == live.base + "/?view=feed"
+    assert history_urls(page) == ["about:blank", live.base + "/?view=feed"]
+    assert refusals(live.base) == 0
+
+
 def test_a_token_with_plus_and_slash_from_the_printed_link(page: Any, live: LiveServer) -> None:
     open_page(page, live.base + "/?view=feed", token=False, fragment=quote(PLUS, safe=""))
     assert rows(page) == [2, 1]
@@ -557,3 +632,61 @@ def test_a_failed_request_shows_its_error_and_the_view_recovers(
     time.sleep(REFRESH_S + 1.5)  # a refresh has run
     assert positions(page) == [1, 0]  # each item once
     assert text_of(page, "error") == "" and "Which directory?" in text_of(page, "session")
+
+
+class CountingSignIns:
+    """The app, counting the `POST /api/session` requests it is sent."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.sign_ins = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"] == "/api/session"
+        ):
+            self.sign_ins += 1
+        await self.app(scope, receive, send)
+
+
+COUNTDOWN = re.compile(r"[0-9]+ s\b")
+"""A countdown in the page's text ("in 4 s")."""
+
+
+def test_the_right_link_during_a_lockout_waits_it_out_with_one_countdown_and_signs_in(
+    page: Any, writer: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    window = 5.0
+    monkeypatch.setattr(_guard, "FAILED_AUTH_WINDOW_S", window)  # 60 s in production
+    feed = create_app(writer, WebSettings(tokens={ADMIN: None}))
+    counting = CountingSignIns(feed)
+    with in_thread(page, counting, feed) as base:
+        wrong = bearer("x" * 43)
+        answers = [httpx.get(base + "/api/events", headers=wrong) for _ in range(FAILED_AUTH_LIMIT)]
+        assert [answer.status_code for answer in answers] == [401] * FAILED_AUTH_LIMIT
+        locked = httpx.get(base + "/api/events", headers=bearer())  # the right token, refused
+        assert locked.status_code == 429 and 1 <= int(locked.headers["retry-after"]) <= window + 1
+        page.get(base + "/?view=feed#token=" + ADMIN)
+        wait = wait_for(lambda: text_of(page, "login-wait"), 5, "the countdown")
+        assert "keeps the token it was given and signs in with it in" in wait
+        assert page.current_url == base + "/?view=feed"  # the token left the address at once
+        seen = []
+        while connection(page) != "live":  # one countdown, every time the page is looked at
+            shown = page.execute_script("return document.body.innerText;")
+            seen.append(COUNTDOWN.findall(shown))
+            assert "earlier sign-in" not in shown and "retry in" not in shown
+            time.sleep(0.25)
+            assert len(seen) < 4 * (window + 5), "not signed in once the lockout ended"
+        # One countdown, then none once the wait is over (signing in): never two, never again.
+        counts = [len(countdowns) for countdowns in seen]
+        assert counts[0] == 1 and set(counts) <= {0, 1}, seen
+        assert counts == sorted(counts, reverse=True), seen
+        assert len({countdowns[0] for countdowns in seen if countdowns}) > 1  # it counts down
+        assert rows(page) == [2, 1] and text_of(page, "login") == ""
+        assert COUNTDOWN.findall(page.execute_script("return document.body.innerText;")) == []
+        assert page.get_cookie(f"session_journal_token_{base.rpartition(':')[2]}")["value"] == ADMIN
+        assert counting.sign_ins == 2  # refused once (429), then once after Retry-After
+        assert [url for url in history_urls(page) if ADMIN in url] == []
+        assert violations(page) == []

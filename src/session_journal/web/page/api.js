@@ -18,15 +18,25 @@ export function url(path, params = {}) {
   return result;
 }
 
-/** A failed request: the HTTP `status` (0: no answer) and the server's problem document. */
+/** A failed request: the HTTP `status` (0: no answer), the server's problem document and the
+ * seconds its `Retry-After` asks for (null: none). */
 export class ApiError extends Error {
-  constructor(status, problem) {
+  constructor(status, problem, retryAfter = null) {
     const detail = problem && typeof problem.detail === 'string' ? problem.detail : '';
     super(detail || (status ? `the server answered ${status}` : 'the server did not answer'));
     this.status = status;
     this.problem = problem || {};
     this.code = this.problem.code || (status ? 'http' : 'network');
+    this.retryAfterS = retryAfter;
   }
+}
+
+/** The seconds a `Retry-After` value asks for (seconds or an HTTP date; null: none). */
+function retryAfterSeconds(value) {
+  if (value === null || value.trim() === '') return null;
+  if (/^[0-9]+$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  return Number.isFinite(at) ? Math.max(0, Math.ceil((at - Date.now()) / 1000)) : null;
 }
 
 async function answered(request) {
@@ -43,7 +53,7 @@ async function answered(request) {
     } catch {
       problem = null;
     }
-    throw new ApiError(response.status, problem);
+    throw new ApiError(response.status, problem, retryAfterSeconds(response.headers.get('retry-after')));
   }
   return response;
 }

@@ -53,21 +53,23 @@ class App {
       if (event.key === 'Enter') this.signIn($('login-token').value.trim());
     });
     addEventListener('popstate', () => this.render());
+    addEventListener('hashchange', () => this.addressChanged());
+    this.attempts = 0; // sign-ins begun (the latest wins)
   }
 
   async start() {
     // `serve` prints the page's URL with the token in the fragment, which no request carries:
     // it is traded for the cookie, then dropped from the address bar and this tab's history
     // (the browser's own history keeps the address as it was opened).
-    const token = fragmentToken(location.hash);
+    const token = this.addressToken();
     let refused = '';
     if (token) {
-      history.replaceState(null, '', location.pathname + location.search);
       try {
-        await signIn(token);
+        if (!(await this.trade(token))) return; // a later sign-in took over
       } catch (error) {
         refused = `The token in the address was refused: ${error.message}`;
       }
+      if (!refused) this.signedIn();
     }
     // One request first: a signed-out page asks once, not once per snapshot of its view (an
     // earlier cookie may still sign it in when the address's token was refused).
@@ -82,6 +84,67 @@ class App {
     if (refused) say($('notice'), `${refused}; this page uses its earlier sign-in.`);
     const asOf = await this.render();
     this.stream.setCursor(asOf === undefined ? null : asOf);
+  }
+
+  /** The token of the address's fragment ('' when none), dropped at once from the address bar
+   * and from this tab's history entry. */
+  addressToken() {
+    const token = fragmentToken(location.hash);
+    if (token) history.replaceState(history.state, '', location.pathname + location.search);
+    return token;
+  }
+
+  /** The fragment changed (a link pasted into this tab, which does not reload it): sign in
+   * with the token it holds. */
+  async addressChanged() {
+    const token = this.addressToken();
+    if (token) await this.signIn(token, 'The token in the address was refused: ');
+  }
+
+  /** Trade `token` for the cookie. While the server's failed-authentication limit refuses
+   * this address (429), the token is kept and tried again once its `Retry-After` has passed,
+   * counting down in the sign-in box. True once signed in; false when a later sign-in took
+   * over meanwhile; throws any other refusal. */
+  async trade(token) {
+    const attempt = ++this.attempts;
+    for (;;) {
+      try {
+        await signIn(token);
+      } catch (error) {
+        if (attempt !== this.attempts) return false;
+        if (!(error instanceof ApiError && error.status === 429)) {
+          say($('login-wait'), '');
+          throw error;
+        }
+        await this.wait(error.retryAfterS, attempt);
+        if (attempt !== this.attempts) return false;
+        continue;
+      }
+      if (attempt !== this.attempts) return false;
+      say($('login-wait'), '');
+      return true;
+    }
+  }
+
+  /** Signed out until `seconds` have passed (at least 1), counting them down in the one line of
+   * the sign-in box; ends early when a later sign-in (`attempt` no longer the latest) began. */
+  wait(seconds, attempt) {
+    this.signedOut();
+    this.showStatus('signed-out', 'too many failed authentications from this address');
+    const until = Date.now() + Math.max(1, Number(seconds) || 1) * 1000;
+    return new Promise((resolve) => {
+      const tick = () => {
+        const left = Math.ceil((until - Date.now()) / 1000);
+        if (attempt !== this.attempts || left <= 0) {
+          if (attempt === this.attempts) say($('login-wait'), 'Signing in with the token this page was given…');
+          resolve();
+          return;
+        }
+        say($('login-wait'), `Too many failed sign-ins from this address: the server refuses it for now. This page keeps the token it was given and signs in with it in ${left} s.`);
+        setTimeout(tick, Math.min(1000, until - Date.now() - (left - 1) * 1000));
+      };
+      tick();
+    });
   }
 
   /** Show the view the URL names; the lowest `as_of_seq` of its snapshots (null: none). */
@@ -163,18 +226,27 @@ class App {
     say($('login-error'), message || '');
   }
 
-  async signIn(token) {
-    if (!token) return;
-    try {
-      await signIn(token);
-    } catch (error) {
-      say($('login-error'), error.message);
-      return;
-    }
+  /** The sign-in box put away. */
+  signedIn() {
     this.isSignedOut = false;
     $('login').hidden = true;
     $('login-token').value = '';
     say($('login-error'), '');
+  }
+
+  /** Sign in with `token` (from the form, or the address: `refusal` prefixes the error), then
+   * read the view again and open the stream. */
+  async signIn(token, refusal = '') {
+    if (!token) return;
+    try {
+      if (!(await this.trade(token))) return;
+    } catch (error) {
+      const text = `${refusal}${error.message}`;
+      if (this.isSignedOut) say($('login-error'), text);
+      else say($('notice'), `${text}; this page uses its earlier sign-in.`);
+      return;
+    }
+    this.signedIn();
     await this.reload();
     this.stream.resume();
   }
