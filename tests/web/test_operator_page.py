@@ -7,8 +7,11 @@ a reload, seven tabs share one stream (and another tab takes it over when its ho
 the page works under a mount prefix and outside a secure context (plain HTTP to a name that is
 not loopback, each tab with a stream of its own), and its cookie is named by the server's port:
 two servers on one host keep a cookie each, and a restart with another token added keeps the
-page signed in. No policy violation is reported on any view. Each test writes a PNG of its
-view (`make screenshots` writes them to docs/img/operator-page). On both backends."""
+page signed in. The printed link pasted into an open tab signs it in and leaves neither the
+address nor the tab's history holding the token; opened during a lockout (429), it is kept,
+one countdown shows, and the page signs in once the lockout ends. No policy violation is
+reported on any view. Each test writes a PNG of its view (`make screenshots` writes them to
+docs/img/operator-page). On both backends."""
 
 from __future__ import annotations
 
@@ -282,7 +285,9 @@ def test_filters_in_the_url_survive_a_reload_and_apply_to_live_events(
             ".map((n) => n.value);"
         ) == ["error", "w-2"]
         page.refresh()
-    select = page.find_element("css selector", "#sessions select")
+    select = wait_for(  # the page draws its view after it loaded
+        lambda: page.find_element("css selector", "#sessions select"), 5, "the filters again"
+    )
     select.send_keys("provisioning")  # a change applies at once
     wait_for(lambda: "state=provisioning" in page.current_url, 5, "the URL follows the filter")
     wait_for(lambda: "No sessions match." in text_of(page, "sessions"), 5, "none in w-2")
