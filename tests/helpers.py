@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from unittest import mock
 
+import pytest
 import sqlalchemy as sa
 
 from session_journal import ApiEvent, ApiEventData, ApiEventFilter, Store, migrations
+from session_journal._moved import MOVED
 
 
 def all_events(store: Store, event_filter: ApiEventFilter | None = None) -> list[ApiEvent]:
@@ -76,3 +80,19 @@ def as_older_code() -> Iterator[None]:
         migrations, "version_table", lambda _connection: migrations.LEGACY_VERSION_TABLE
     ):
         yield
+
+
+def forget_old_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take every old module path of 0.1 (`session_journal._moved`) out of `sys.modules` until
+    the test ends, so that importing one runs its alias again and warns again (a process warns
+    once for each)."""
+    for name in list(sys.modules):
+        if any(name == old or name.startswith(old + ".") for old in MOVED):
+            monkeypatch.delitem(sys.modules, name)
+
+
+def old_path_deprecated(old: str) -> pytest.WarningsChecker:
+    """Expect the `DeprecationWarning` an import of the old module path `old` gives, which names
+    its new path."""
+    message = f"`{old}` is deprecated, import `{MOVED[old]}`"
+    return pytest.warns(DeprecationWarning, match=re.escape(message))

@@ -1,13 +1,15 @@
 """The old paths of the modules that moved in 0.2.0 (see CHANGELOG.md, "Moved"): each old
 module is a few lines that call `alias`, so that the old path is the moved module itself (the
-same object: its classes, its functions, a test's monkeypatch of it). They go in the release
-after 0.2.0; new code imports the new paths."""
+same object: its classes, its functions, a test's monkeypatch of it), and warns the first time
+it is imported (`DeprecationWarning`, naming the new path). They go in the release after 0.2.0;
+new code imports the new paths."""
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
 import sys
+import warnings
 
 MOVED = {
     "session_journal.arguments": "session_journal._arguments",
@@ -42,8 +44,13 @@ the old path gives too."""
 def alias(old: str) -> None:
     """Make the old module path `old` (the caller's `__name__`) name its moved module; for a
     package, each of its modules too (`session_journal.repositories.events` is then
-    `session_journal.storage.repositories.events`, never a second copy of it)."""
+    `session_journal.storage.repositories.events`, never a second copy of it).
+
+    Warns with a `DeprecationWarning` that names the new path, at the line that imported the old
+    one (the import machinery's own frames are skipped): an import that finds the old path
+    already in `sys.modules` runs no code, so a process warns once for each old path."""
     new = MOVED[old]
+    warnings.warn(deprecation(old), DeprecationWarning, stacklevel=3)
     module = importlib.import_module(new)
     sys.modules[old] = module
     for found in pkgutil.iter_modules(getattr(module, "__path__", [])):
@@ -51,6 +58,19 @@ def alias(old: str) -> None:
     for split, rest in SPLIT.items():
         if split == old or split.startswith(old + "."):
             _give_names(importlib.import_module(MOVED[old] + split[len(old) :]), rest)
+
+
+def deprecation(old: str) -> str:
+    """The message of the warning an import of the old module path `old` gives: what to import
+    instead (for a split module, also where the rest of what it held went) and when the old path
+    goes."""
+    instead = f"`{MOVED[old]}`"
+    if old in SPLIT:
+        instead += f" (or `{SPLIT[old]}`)"
+    return (
+        f"`{old}` is deprecated, import {instead} instead; the old path goes in the release"
+        " after 0.2.0"
+    )
 
 
 def _give_names(module: object, rest: str) -> None:
