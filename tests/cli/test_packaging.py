@@ -1,6 +1,7 @@
 """What a newcomer and an operator get: `make run` prints the feed once and leaves the checkout
-clean (the database and its side files are ignored), and the wheel carries the LICENSE that
-pyproject declares and the migration scripts."""
+clean (the database and its side files are ignored), the wheel carries the LICENSE that
+pyproject declares and the migration scripts, and the version is one: pyproject's, the wheel's
+and the changelog's unreleased heading."""
 
 from __future__ import annotations
 
@@ -47,7 +48,16 @@ def test_make_run_prints_the_feed_once_and_leaves_the_checkout_clean(tmp_path: P
     assert status.stdout == ""
 
 
-def test_the_wheel_carries_the_license_the_migrations_and_the_page(tmp_path: Path) -> None:
+def test_pyproject_declares_the_version_the_changelog_describes_unreleased() -> None:
+    # `--version` prints the installed metadata (test_cli_sessions), which pyproject makes.
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8").splitlines()
+    headings = [line for line in changelog if line.startswith("## ")]
+    assert declared == "0.2.0"
+    assert headings[0] == f"## {declared} (unreleased)"
+
+
+def test_the_wheel_carries_the_license_version_migrations_and_page(tmp_path: Path) -> None:
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["license"]
     license_text = (REPO / "LICENSE").read_text()
     assert declared == "MIT"
@@ -67,6 +77,7 @@ def test_the_wheel_carries_the_license_the_migrations_and_the_page(tmp_path: Pat
         assert archive.read(licensed).decode() == license_text
         [metadata] = [name for name in names if name.endswith(".dist-info/METADATA")]
         assert "License-Expression: MIT" in archive.read(metadata).decode().splitlines()
+        assert "Version: 0.2.0" in archive.read(metadata).decode().splitlines()
     assert "session_journal/_alembic/env.py" in names
     assert any(name.startswith("session_journal/_alembic/versions/0008_") for name in names)
     page = REPO / "src" / "session_journal" / "web" / "page"
