@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pty
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,21 @@ def test_serve_redacts_unless_no_redact(migrated_url: str, tmp_path: Path) -> No
         assert [e["event"]["data"]["message"] for e in page["events"]] == [
             f"login with {shown} failed"
         ]
+
+
+def test_serve_on_a_port_in_use_exits_1_with_one_line_naming_it(migrated_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "session_journal", "--url", migrated_url, "serve"]
+        ran = subprocess.run(
+            [*command, "--no-token", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert (ran.returncode, ran.stdout) == (1, "")
+    assert ran.stderr.splitlines() == [
+        f"session-journal: serve cannot listen on 127.0.0.1:{port}: address already in use"
+    ]

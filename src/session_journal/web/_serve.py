@@ -9,6 +9,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -139,7 +140,13 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
             "session-journal serve needs uvicorn: pip install 'session-journal[web]'"
         ) from None
     settings = settings_for(args)
-    store = Store.open(url)
+    sockets = listening_sockets(args.host.strip("[]"), args.port)
+    try:
+        store = Store.open(url)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
     tokens = dict(settings.tokens)
     stopping: list[int] = []
 
@@ -158,17 +165,55 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
         )
         logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
         server = uvicorn.Server(config)
-        asyncio.run(_run(server, app, stopping, partial(page_line, args=args, tokens=tokens)))
+        page = partial(page_line, args=args, tokens=tokens)
+        asyncio.run(_run(server, app, stopping, page, sockets))
     finally:
         signal.signal(signal.SIGTERM, previous)
+        for sock in sockets:
+            sock.close()
         store.close()
     return 0
 
 
-async def _run(server: Any, app: Any, stopping: list[int], page: Callable[[str], str]) -> None:
+def listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """The sockets `serve` listens on, bound before uvicorn starts, one per address `host`
+    resolves to (as asyncio's `create_server` binds them: `SO_REUSEADDR`, IPv6 only on an IPv6
+    socket); `InvalidRecord` naming the host and port when one cannot be bound (the port in
+    use, an address of no interface, a port below 1024 without the right), none left open."""
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        addresses = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as error:
+        raise InvalidRecord(f"serve cannot listen on {shown}:{port}: {error.strerror}") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(addresses):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        reason = (error.strerror or str(error)).lower()
+        raise InvalidRecord(f"serve cannot listen on {shown}:{port}: {reason}") from None
+    return sockets
+
+
+async def _run(
+    server: Any,
+    app: Any,
+    stopping: list[int],
+    page: Callable[[str], str],
+    sockets: list[socket.socket],
+) -> None:
     watcher = asyncio.create_task(_watch(server, app, stopping, page))
     try:
-        await server.serve()
+        await server.serve(sockets=sockets)
     finally:
         watcher.cancel()
 
