@@ -239,8 +239,18 @@ def test_journal_verify_stats_and_search(
     assert not (directory / "stats.json").exists()
     code, _, err = run(capsys, "journal", "verify", str(tmp_path / "missing"))
     assert code == 1 and err.startswith("session-journal: cannot read")
-    code, _, err = run(capsys, "journal", "stats", str(tmp_path / "missing"))
-    assert code == 1 and err.startswith("session-journal: no events file at")
+    missing = tmp_path / "missing" / "foo.jsonl"  # the path given, not foo.jsonl/events.jsonl
+    assert run(capsys, "journal", "stats", str(missing)) == (
+        1,
+        "",
+        f"session-journal: no such file or directory: {missing}\n",
+    )
+    code, _, err = run(capsys, "journal", "stats", str(tmp_path))  # a directory without one
+    assert (code, err) == (
+        1,
+        f"session-journal: directory {tmp_path} has no events.jsonl (looked for "
+        f"{tmp_path / 'events.jsonl'})\n",
+    )
 
 
 def test_bad_settings_are_one_line_errors(
@@ -272,3 +282,40 @@ def test_demo_names_its_database_and_refuses_one_with_foreign_sessions(
     assert code == 0 and out.startswith(f"# database: {shown}\n")
     code, _, _ = run(capsys, "--url", migrated_url, "demo", "--into-existing")  # again: fine
     assert code == 0
+
+
+def test_a_postgres_url_is_refused_naming_postgresql_psycopg(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert run(capsys, "--url", "postgres://root@127.0.0.1:5432/test", "db", "current") == (
+        1,
+        "",
+        "session-journal: unsupported database 'postgres': SQLAlchemy names PostgreSQL "
+        "postgresql; write postgresql+psycopg:// (or postgresql://) instead of postgres://\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "usage", "choices"),
+    [
+        (
+            ["db"],
+            "session-journal db",
+            "upgrade,downgrade,history,current,check,prune,stats,vacuum",
+        ),
+        (["journal"], "session-journal journal", "verify,stats"),
+        (["sessions"], "session-journal sessions", "list,remove-ended"),
+        ([], "session-journal", "db,events,demo,journal,sessions,search,serve"),
+    ],
+)
+def test_a_missing_sub_command_is_named_by_its_choices(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], usage: str, choices: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(arguments)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: {usage} [-h]")
+    assert err.splitlines()[-1] == (
+        f"{usage}: error: the following arguments are required: {{{choices}}}"
+    )

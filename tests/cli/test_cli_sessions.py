@@ -5,6 +5,7 @@ backends."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -65,9 +66,9 @@ def test_remove_ended_by_id_with_their_directories(
     for session_id in ("a", "b", "r", "gone"):
         (directory / session_id).mkdir(parents=True)
     url = ("--url", migrated_url)
-    assert run(capsys, *url, "sessions", "remove-ended", "a", "b", "--dry-run") == (
+    assert run(capsys, *url, "sessions", "remove-ended", "b", "a", "gone", "--dry-run") == (
         0,
-        "would remove 2 session(s)\n",
+        "would remove a\nwould remove b\nwould remove 2 session(s)\n",
         "",
     )
     code, out, err = run(capsys, *url, "sessions", "remove-ended", "a", "r")
@@ -106,7 +107,8 @@ def test_remove_ended_by_age_in_calls_of_at_most_1000(
     url = ("--url", migrated_url)
     assert run(capsys, *url, "sessions", "remove-ended", "--ended-before", "30d", "--dry-run") == (
         0,
-        "would remove 1001 session(s)\n",
+        "".join(f"would remove {session_id}\n" for session_id in old)
+        + "would remove 1001 session(s)\n",
         "",
     )
     assert calls == []
@@ -133,7 +135,87 @@ def test_remove_ended_usage_errors_exit_2(
     with pytest.raises(SystemExit) as exited:
         main(["--url", migrated_url, "sessions", "remove-ended", *arguments])
     assert exited.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("usage: session-journal sessions remove-ended [-h]")  # its own usage
+    assert message in err.splitlines()[-1]
+    if message.startswith("give"):
+        assert err.splitlines()[-1] == f"session-journal sessions remove-ended: error: {message}"
+
+
+def created(url: str, **created_at: str) -> None:
+    """Set when each session's row was created (ties on the database's resolution avoided)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as connection:
+            for session_id, moment in created_at.items():
+                connection.execute(
+                    sa.text(
+                        "UPDATE sessions SET created_at = :at, updated_at = :at "
+                        "WHERE session_id = :id"
+                    ),
+                    {"at": f"{moment}+00:00", "id": session_id},
+                )
+    finally:
+        engine.dispose()
+
+
+def test_sessions_list_newest_first_as_a_table_or_json_lines(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Store.open(migrated_url) as store:
+        sessions(store, ["old-closed"], ("running-1", "running-2"))
+        store.sessions.save(SessionFactory(id="elsewhere", workspace_id="w-2", project_id="p-9"))
+    created(
+        migrated_url,
+        **{
+            "old-closed": "2026-01-01 00:00:00",
+            "running-1": "2026-01-02 00:00:00",
+            "running-2": "2026-01-03 00:00:00",
+            "elsewhere": "2026-01-04 00:00:00",
+        },
+    )
+    url = ("--url", migrated_url)
+    code, out, err = run(capsys, *url, "sessions", "list", "--workspace", "default", "--limit", "2")
+    assert (code, err) == (0, "")
+    *table, more = out.splitlines()
+    assert table == [
+        "ID         WORKSPACE  PROJECT    STATE    CREATED               UPDATED",
+        "running-2  default    project-1  running  2026-01-03T00:00:00Z  2026-01-03T00:00:00Z",
+        "running-1  default    project-1  running  2026-01-02T00:00:00Z  2026-01-02T00:00:00Z",
+    ]
+    assert more.startswith("next page: --before ")
+    cursor = more.removeprefix("next page: --before ")
+    code, out, err = run(capsys, *url, "sessions", "list", "--before", cursor, "--json")
+    assert (code, err) == (0, "")
+    (only,) = (json.loads(text) for text in out.splitlines())
+    assert (only["session"]["id"], only["session"]["state"]) == ("old-closed", "closed")
+    assert only["created_at"].startswith("2026-01-01T00:00:00")
+    code, out, _ = run(capsys, *url, "sessions", "list", "--state", "running", "--json")
+    assert [json.loads(text)["session"]["id"] for text in out.splitlines()] == [
+        "elsewhere",
+        "running-2",
+        "running-1",
+    ]
+    code, out, _ = run(capsys, *url, "sessions", "list", "--workspace", "w-2", "--json")
+    assert [json.loads(text)["session"]["id"] for text in out.splitlines()] == ["elsewhere"]
+    code, out, _ = run(capsys, *url, "sessions", "list", "--json", "--limit", "1")
+    newest, cursor_line = (json.loads(text) for text in out.splitlines())
+    assert newest["session"]["id"] == "elsewhere" and list(cursor_line) == ["next_before"]
+    assert run(capsys, *url, "sessions", "list", "--workspace", "none") == (
+        0,
+        "ID  WORKSPACE  PROJECT  STATE  CREATED  UPDATED\n",
+        "",
+    )
+    with pytest.raises(SystemExit) as exited:
+        main([*url, "sessions", "list", "--state", "sleeping"])
+    assert exited.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith(
+            "session-journal sessions list: error: argument --state: invalid choice: 'sleeping'"
+        )
+    )
 
 
 def test_version_prints_the_installed_version() -> None:

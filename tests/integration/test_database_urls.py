@@ -27,6 +27,11 @@ REFUSED = [
     ("postgresql+psycopg_async://root@db/test", f"unsupported driver 'psycopg_async': {USE}"),
     ("mysql://root@127.0.0.1/test", f"unsupported database 'mysql': {USE}"),
     (
+        "postgres://root@127.0.0.1/test",
+        "unsupported database 'postgres': SQLAlchemy names PostgreSQL postgresql; write "
+        "postgresql+psycopg:// (or postgresql://) instead of postgres://",
+    ),
+    (
         "postgresql+psycopg://root:secret@127.0.0.1:abc/test",
         "invalid database URL: the port 'abc' is not a number (an IPv6 host goes in [brackets])",
     ),

@@ -21,7 +21,7 @@ from ._db import db_command
 from ._events import demo_command, events_command
 from ._journal import journal_command, search_command
 from ._parser import build_parser
-from ._sessions import remove_ended_command
+from ._sessions import list_command, remove_ended_command
 
 __all__ = ["main", "shown_url"]
 
@@ -30,8 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "sessions" and bool(args.ids) == (args.ended_before is not None):
-        parser.error("sessions remove-ended: give session IDs or --ended-before, one of the two")
+    removing = args.command == "sessions" and args.sessions_command == "remove-ended"
+    if removing and bool(args.ids) == (args.ended_before is not None):
+        args.command_parser.error("give session IDs or --ended-before, one of the two")
     try:
         url = check_url(resolve_url(args.url))
         if args.command == "db":
@@ -42,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return journal_command(args.journal_command, args.path)
         if args.command == "search":
             return search_command(url, args)
+        if args.command == "sessions" and args.sessions_command == "list":
+            return list_command(url, args)
         if args.command == "sessions":
             return remove_ended_command(url, args)
         if args.command == "serve":

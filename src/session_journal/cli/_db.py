@@ -9,7 +9,7 @@ from .. import _maintenance as maintenance
 from .. import migrations
 from .._clock import now_ms
 from ..errors import PruneRefused
-from ..storage.engines import require_database
+from ..storage.engines import parse_url, require_database
 from ..storage.repositories.events import PRUNED_LEVEL
 from ..store import Store
 from ._common import schema_status, shown_url
@@ -41,10 +41,7 @@ def db_command(url: str, args: argparse.Namespace) -> int:
         return 0
     if command == "vacuum":
         done = maintenance.vacuum(url)
-        print(
-            f"vacuumed {shown_url(url)}: {done.before_bytes} bytes before, {done.after_bytes} "
-            f"after, {done.freed_bytes} freed"
-        )
+        print(_vacuumed(url, done))
         return 0
     found = schema_status(url)
     if command == "history":
@@ -112,6 +109,25 @@ def _prune(url: str, args: argparse.Namespace) -> int:
         if level_change:
             print(f"raised {level_change}")
     return 0
+
+
+def _vacuumed(url: str, done: maintenance.VacuumResult) -> str:
+    """What `db vacuum` prints: the sizes measured and their change. SQLite's `VACUUM` rewrites
+    the file, so the change is what it gave back; PostgreSQL's makes the space of deleted rows
+    reusable inside the files without shrinking them (and may grow them: the free space and
+    visibility maps), so how much it made reusable cannot be told from their sizes."""
+    grown = done.after_bytes - done.before_bytes
+    change = f"{grown} bytes more" if grown > 0 else f"{-grown} freed"
+    line = (
+        f"vacuumed {shown_url(url)}: {done.before_bytes} bytes before, {done.after_bytes} "
+        f"after, {change}"
+    )
+    if parse_url(url).get_backend_name() == "postgresql":
+        line += (
+            "; PostgreSQL's VACUUM makes the space of deleted rows reusable without giving "
+            "it back, so how much it freed cannot be told (VACUUM FULL shrinks the files)"
+        )
+    return line
 
 
 def _print_stats(found: maintenance.DatabaseStats) -> None:

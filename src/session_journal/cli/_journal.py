@@ -36,6 +36,8 @@ def _stats(path: str) -> SessionStats:
     """The stats of the events file at `path` (the file, or a directory's `events.jsonl`), if
     every line of it decodes: a session's `events.jsonl` from its `stats.json` when current
     (else rebuilt and stored), a file of another name scanned, nothing stored."""
+    if not Path(path).exists():
+        raise InvalidRecord(f"no such file or directory: {path}")
     events = events_file(path)
     if not events.is_file():
         raise InvalidRecord(f"no events file at {events}")

@@ -12,6 +12,8 @@ from .. import _maintenance as maintenance
 from ..api_events import EVENT_TYPES
 from ..errors import SessionJournalError
 from ..journal.search import MAX_SEARCH_LIMIT
+from ..records import SessionState
+from ..services.sessions import MAX_SESSION_PAGE
 from ..storage.repositories.events import PRUNED_LEVEL
 
 MIN_INTERVAL_S = 0.01
@@ -157,6 +159,31 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", help="sessions").add_subparsers(
         dest="sessions_command", required=True
     )
+    listed = sessions.add_parser(
+        "list", help="list sessions, newest first (a table, or JSON lines with --json)"
+    )
+    listed.add_argument("--workspace", help="only sessions of this workspace")
+    listed.add_argument(
+        "--state",
+        choices=[state.value for state in SessionState],
+        metavar="STATE",
+        help=f"only sessions in this state: {', '.join(SessionState)}",
+    )
+    listed.add_argument(
+        "--before",
+        metavar="CURSOR",
+        help="the sessions after the previous page (the cursor it printed last)",
+    )
+    listed.add_argument(
+        "--limit",
+        type=_bounded_int(MAX_SESSION_PAGE),
+        default=50,
+        metavar="N",
+        help=f"at most N sessions, 1 to {MAX_SESSION_PAGE} (default 50)",
+    )
+    listed.add_argument(
+        "--json", action="store_true", help="one JSON object per session instead of a table"
+    )
     remove = sessions.add_parser(
         "remove-ended",
         help="remove ended sessions (closed, error) with their events and everything else",
@@ -174,8 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also delete DIR/<id>, each removed session's directory, after the commit",
     )
     remove.add_argument(
-        "--dry-run", action="store_true", help="print how many would go; remove nothing"
+        "--dry-run", action="store_true", help="print the sessions that would go; remove nothing"
     )
+    remove.set_defaults(command_parser=remove)
 
     search = commands.add_parser("search", help="full-text search of indexed journal events")
     search.add_argument("query")
@@ -238,7 +266,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve events, transcripts, questions and search hits as stored, secrets included "
         "(by default they are redacted: [REDACTED])",
     )
+    _name_the_commands(parser)
     return parser
+
+
+def _name_the_commands(parser: argparse.ArgumentParser) -> None:
+    """Give each group of sub-commands its choices as its name, so that a missing one is
+    reported by listing them (`required: {upgrade,downgrade,...}`, not `required: db_command`)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.metavar = "{" + ",".join(action.choices) + "}"
+            for child in action.choices.values():
+                _name_the_commands(child)
 
 
 def _seconds(low: float, high: float) -> Callable[[str], float]:

@@ -1,13 +1,15 @@
-"""`session-journal sessions remove-ended`."""
+"""`session-journal sessions list` and `session-journal sessions remove-ended`."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from .._clock import now_ms
 from ..errors import SessionJournalError
+from ..records import SessionState, SessionSummary
 from ..services.sessions import MAX_REMOVED, check_ended
 from ..storage.engines import require_database
 from ..store import Store
@@ -34,7 +36,9 @@ def remove_ended_command(url: str, args: argparse.Namespace) -> int:
         try:
             for page in pages:
                 if args.dry_run:
-                    count += _would_remove(store, page)
+                    for session_id in _would_remove(store, page):
+                        print(f"would remove {session_id}")
+                        count += 1
                 else:
                     count += len(store.sessions.remove_ended(page, sessions_dir=args.sessions_dir))
         except SessionJournalError:
@@ -57,9 +61,58 @@ def _ended_pages(store: Store, cutoff: datetime) -> Iterator[list[str]]:
         after = page[-1]
 
 
-def _would_remove(store: Store, ids: list[str]) -> int:
-    """How many of `ids` `remove_ended` would remove now, read without writing; the same
+def _would_remove(store: Store, ids: list[str]) -> list[str]:
+    """Which of `ids` `remove_ended` would remove now, read without writing; the same
     `LifecycleConflict` if one of them has not ended."""
     found = [record for record in map(store.sessions.get, ids) if record is not None]
     check_ended({record.id: record.state for record in found})
-    return len(found)
+    return [record.id for record in found]
+
+
+LIST_COLUMNS = ("ID", "WORKSPACE", "PROJECT", "STATE", "CREATED", "UPDATED")
+"""The columns of `sessions list`'s table."""
+
+
+def list_command(url: str, args: argparse.Namespace) -> int:
+    """`sessions list`: one page of `store.sessions.page` (newest first), as a table or, with
+    `--json`, one JSON object per session; then the cursor of the next page, if any."""
+    require_database(url)
+    with Store.open(url) as store:
+        page = store.sessions.page(
+            workspace_id=args.workspace,
+            state=None if args.state is None else SessionState(args.state),
+            before=args.before,
+            limit=args.limit,
+        )
+    if args.json:
+        for summary in page.sessions:
+            print(summary.model_dump_json())
+        if page.next_before is not None:
+            print(json.dumps({"next_before": page.next_before}))
+        return 0
+    rows = [LIST_COLUMNS, *map(_row, page.sessions)]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(LIST_COLUMNS))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+    if page.next_before is not None:
+        print(f"next page: --before {page.next_before}")
+    return 0
+
+
+def _row(summary: SessionSummary) -> tuple[str, ...]:
+    record = summary.session
+    return (
+        record.id,
+        record.workspace_id,
+        record.project_id,
+        record.state.value,
+        _utc(summary.created_at),
+        _utc(summary.updated_at),
+    )
+
+
+def _utc(moment: datetime) -> str:
+    """A time as `2026-01-31T12:00:00Z` (UTC, to the second)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

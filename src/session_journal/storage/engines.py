@@ -75,6 +75,11 @@ def parse_url(url: str) -> sa.URL:
     if "\x00" in (parsed.database or ""):
         raise InvalidRecord("invalid database URL: the database name holds a NUL character")
     backend, _, driver = parsed.drivername.partition("+")
+    if backend == "postgres":  # the scheme of libpq and of many hosting services
+        raise InvalidRecord(
+            "unsupported database 'postgres': SQLAlchemy names PostgreSQL postgresql; write "
+            "postgresql+psycopg:// (or postgresql://) instead of postgres://"
+        )
     if backend not in SUPPORTED_DRIVERS:
         raise InvalidRecord(f"unsupported database {backend!r}: {_USE}")
     if driver not in SUPPORTED_DRIVERS[backend]:
