@@ -72,7 +72,7 @@ ORDER = list(LAYERS)
 WEB_MAY_IMPORT = {PACKAGE, f"{PACKAGE}.aio"}
 FACADES = FACADE_EXPORTS | {
     (f"{PACKAGE}.journal.index", f"{PACKAGE}.services.index"),
-    (f"{PACKAGE}.cli", f"{PACKAGE}.web._serve"),  # `serve`, on first use
+    (f"{PACKAGE}.cli._serve", f"{PACKAGE}.web._serve"),  # `serve`, on first use
 }
 
 

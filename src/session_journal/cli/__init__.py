@@ -2,57 +2,39 @@
 
 Exit codes: 0 ok, 1 failure (one line on stderr, no traceback), 2 usage.
 
-`main` parses the arguments (`_parser`) and hands each sub-command to its module: `_db` (`db`),
-`_events` (`events`, `demo`), `_journal` (`journal`, `search`), `_sessions` (`sessions`); what
-they share is in `_common`. `serve` is the web layer's (`session_journal.web._serve`).
+`main` parses the arguments (`_parser`) and runs the handler the sub-command declared. Each
+module declares its sub-commands beside their handlers (`add_parser`, then
+`set_defaults(handler=...)`): `_db` (`db`), `_events` (`events`, `demo`), `_journal` (`journal`,
+`search`), `_sessions` (`sessions`), `_serve` (`serve`, run by the web layer,
+`session_journal.web._serve`); what they share is in `_common` and `_types`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..config import resolve_url
 from ..errors import SessionJournalError
 from ..storage.engines import check_url
 from ._common import shown_url
-from ._db import db_command
-from ._events import demo_command, events_command
-from ._journal import journal_command, search_command
 from ._parser import build_parser
-from ._sessions import list_command, remove_ended_command
+from ._types import Handler
 
 __all__ = ["main", "shown_url"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    removing = args.command == "sessions" and args.sessions_command == "remove-ended"
-    if removing and bool(args.ids) == (args.ended_before is not None):
-        args.command_parser.error("give session IDs or --ended-before, one of the two")
+    args = build_parser().parse_args(argv)
+    check: Callable[[argparse.Namespace], None] | None = getattr(args, "check", None)
+    if check is not None:  # a usage check argparse cannot make (exit 2), before anything runs
+        check(args)
+    handler: Handler = args.handler
     try:
-        url = check_url(resolve_url(args.url))
-        if args.command == "db":
-            return db_command(url, args)
-        if args.command == "events":
-            return events_command(url, args)
-        if args.command == "journal":
-            return journal_command(args.journal_command, args.path)
-        if args.command == "search":
-            return search_command(url, args)
-        if args.command == "sessions" and args.sessions_command == "list":
-            return list_command(url, args)
-        if args.command == "sessions":
-            return remove_ended_command(url, args)
-        if args.command == "serve":
-            # The web layer sits above the CLI: imported on first use, only by this command.
-            from ..web._serve import serve_command
-
-            return serve_command(url, args)
-        return demo_command(url, into_existing=args.into_existing)
+        return handler(check_url(resolve_url(args.url)), args)
     except SessionJournalError as error:
         print(f"session-journal: {error}", file=sys.stderr)
         return 1

@@ -13,43 +13,89 @@ from ..storage.engines import parse_url, require_database
 from ..storage.repositories.events import PRUNED_LEVEL
 from ..store import Store
 from ._common import schema_status, shown_url
+from ._types import Commands, bounded_int, duration
 
 
-def db_command(url: str, args: argparse.Namespace) -> int:
-    """`session-journal db ...`: run the sub-command; the exit code."""
-    command = args.db_command
-    if command == "upgrade" and args.sql:
+def add_db_commands(commands: Commands) -> None:
+    """`db` and its sub-commands."""
+    db = commands.add_parser("db", help="schema migrations").add_subparsers(
+        dest="db_command", required=True
+    )
+    _add_upgrade(db)
+    _add_downgrade(db)
+    db.add_parser(
+        "history", help="list the revisions, oldest first, the database's marked *"
+    ).set_defaults(handler=_history)
+    db.add_parser("current", help="print the database's revision").set_defaults(handler=_current)
+    db.add_parser(
+        "check", help="print revision, levels and whether this code may use it"
+    ).set_defaults(handler=_check)
+    _add_prune(db)
+    db.add_parser(
+        "stats", help="print sessions, events, pruned_through, the frontier and the size on disk"
+    ).set_defaults(handler=_stats)
+    db.add_parser(
+        "vacuum",
+        help="give back the space of deleted rows (SQLite: VACUUM; PostgreSQL: VACUUM ANALYZE)",
+    ).set_defaults(handler=_vacuum)
+
+
+def _add_upgrade(db: Commands) -> None:
+    upgrade = db.add_parser("upgrade", help="migrate to REV (default head)")
+    upgrade.add_argument("revision", nargs="?", default="head", metavar="[FROM:]REV")
+    upgrade.add_argument(
+        "--sql",
+        action="store_true",
+        help="print the SQL that migrates from FROM (default: the database's revision) to REV, "
+        "as one transaction, instead of running it; the database is not changed",
+    )
+    upgrade.set_defaults(handler=_upgrade)
+
+
+def _upgrade(url: str, args: argparse.Namespace) -> int:
+    """`db upgrade [--sql]`."""
+    if args.sql:
         # Rendered whole before anything is printed: a refusal prints nothing on stdout. Only
         # SQL goes there (the database is named in a comment), so it can be piped to psql.
         sql = migrations.upgrade_sql(url, args.revision)
         sys.stdout.write(f"-- session-journal db upgrade --sql for {shown_url(url)}\n{sql}")
         return 0
-    if command == "upgrade":
-        migrations.upgrade(url, args.revision)
-        print(f"database {shown_url(url)} at {schema_status(url).revision}")
-        return 0
-    if command == "downgrade":
-        lost = migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
-        for loss in lost:
-            print(f"lost {loss}")
-        print(f"database {shown_url(url)} at {schema_status(url).revision or 'base (no schema)'}")
-        return 0
-    if command == "prune":
-        return _prune(url, args)
-    if command == "stats":
-        _print_stats(maintenance.stats(url))
-        return 0
-    if command == "vacuum":
-        done = maintenance.vacuum(url)
-        print(_vacuumed(url, done))
-        return 0
+    migrations.upgrade(url, args.revision)
+    print(f"database {shown_url(url)} at {schema_status(url).revision}")
+    return 0
+
+
+def _add_downgrade(db: Commands) -> None:
+    downgrade = db.add_parser(
+        "downgrade", help="migrate down to REV (a revision, -N steps back, or base)"
+    )
+    downgrade.add_argument("revision", metavar="REV")
+    downgrade.add_argument(
+        "--allow-data-loss",
+        action="store_true",
+        help="downgrade even if it loses data the database holds (refused otherwise)",
+    )
+    downgrade.set_defaults(handler=_downgrade)
+
+
+def _downgrade(url: str, args: argparse.Namespace) -> int:
+    """`db downgrade REV [--allow-data-loss]`."""
+    lost = migrations.downgrade(url, args.revision, allow_data_loss=args.allow_data_loss)
+    for loss in lost:
+        print(f"lost {loss}")
+    print(f"database {shown_url(url)} at {schema_status(url).revision or 'base (no schema)'}")
+    return 0
+
+
+def _current(url: str, args: argparse.Namespace) -> int:
+    """`db current`."""
+    print(schema_status(url).revision or "none (empty database)")
+    return 0
+
+
+def _check(url: str, args: argparse.Namespace) -> int:
+    """`db check`: 0 only if this code may use the database."""
     found = schema_status(url)
-    if command == "history":
-        _history(found.revision)
-        return 0
-    if command == "current":
-        print(found.revision or "none (empty database)")
-        return 0
     print(f"revision: {found.revision or 'none'}")
     print(f"version_table: {found.version_table}")
     print(f"schema_level: {found.schema_level}")
@@ -57,6 +103,55 @@ def db_command(url: str, args: argparse.Namespace) -> int:
     print(f"code_schema_level: {migrations.SCHEMA_LEVEL}")
     print(f"verdict: {found.verdict}")
     return 0 if found.usable else 1
+
+
+def _stats(url: str, args: argparse.Namespace) -> int:
+    """`db stats`."""
+    _print_stats(maintenance.stats(url))
+    return 0
+
+
+def _vacuum(url: str, args: argparse.Namespace) -> int:
+    """`db vacuum`."""
+    print(_vacuumed(url, maintenance.vacuum(url)))
+    return 0
+
+
+def _add_prune(db: Commands) -> None:
+    prune = db.add_parser(
+        "prune", help="delete a prefix of the event log (see the docs, Retention)"
+    )
+    target = prune.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--through-seq",
+        type=bounded_int(2**63 - 1, minimum=0),
+        metavar="N",
+        help="delete the events with seq <= N (at most the frontier)",
+    )
+    target.add_argument(
+        "--older-than",
+        type=duration,
+        metavar="DURATION",
+        help="delete the longest prefix of events all recorded more than DURATION ago "
+        "(500ms, 30s, 15m, 12h, 30d, 2w)",
+    )
+    prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would go and any level change; delete nothing (needs no --allow-*)",
+    )
+    prune.add_argument(
+        "--allow-level-change",
+        action="store_true",
+        help="prune even if it raises minimum_compatible_level (the first prune raises it to "
+        f"{PRUNED_LEVEL}: older controllers then refuse the database)",
+    )
+    prune.add_argument(
+        "--allow-empty-log",
+        action="store_true",
+        help="prune even if it deletes every retained event",
+    )
+    prune.set_defaults(handler=_prune)
 
 
 def _prune(url: str, args: argparse.Namespace) -> int:
@@ -140,8 +235,10 @@ def _print_stats(found: maintenance.DatabaseStats) -> None:
         print(f"free: {found.free_bytes} bytes (db vacuum gives them back)")
 
 
-def _history(current: str | None) -> None:
-    """One line per revision, oldest first: `* ` marks the database's, `  ` the others."""
+def _history(url: str, args: argparse.Namespace) -> int:
+    """`db history`: one line per revision, oldest first: `* ` marks the database's, `  ` the
+    others."""
+    current = schema_status(url).revision
     known = migrations.revisions()
     for revision in known:
         mark = "* " if revision.revision == current else "  "
@@ -151,3 +248,4 @@ def _history(current: str | None) -> None:
         print("  (the database has no revision: no schema)")
     elif current not in {revision.revision for revision in known}:
         print(f"* {current} (current): a revision of newer code")
+    return 0

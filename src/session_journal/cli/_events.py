@@ -4,12 +4,58 @@ from __future__ import annotations
 
 import argparse
 
-from ..api_events import ApiEventFilter
+from ..api_events import EVENT_TYPES, ApiEventFilter
 from ..demo import DEMO_SESSIONS, run_demo
 from ..errors import DemoRefused
 from ..services.events import MAX_PAGE
 from ..store import Store
 from ._common import WAKE_S, Interrupt, interrupt_flag, shown_url
+from ._types import (
+    MAX_EVENTS_LIMIT,
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    Commands,
+    bounded_int,
+    seconds,
+)
+
+
+def add_events_command(commands: Commands) -> None:
+    """`events`."""
+    events = commands.add_parser("events", help="print events, one JSON object per line")
+    events.add_argument(
+        "--after",
+        type=int,
+        help="cursor: print events with seq > N (default 0; with --follow, the current frontier)",
+    )
+    events.add_argument("--session", help="only this session")
+    events.add_argument("--workspace", help="only sessions of this workspace")
+    events.add_argument(
+        "--type",
+        action="append",
+        dest="types",
+        metavar="TYPE",
+        help=f"only events of this body type (repeatable: any of them): {', '.join(EVENT_TYPES)}",
+    )
+    events.add_argument(
+        "--limit",
+        type=bounded_int(MAX_EVENTS_LIMIT),
+        help=f"print at most N events, 1 to {MAX_EVENTS_LIMIT} (default all)",
+    )
+    events.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep printing events as they commit until interrupted (Ctrl-C exits 0)",
+    )
+    events.add_argument(
+        "--interval",
+        type=seconds(MIN_INTERVAL_S, MAX_INTERVAL_S),
+        default=0.5,
+        help="with --follow: the longest time between two reads of the log when no commit "
+        f"woke the follower (a safety net), {MIN_INTERVAL_S:g} to {MAX_INTERVAL_S:g} seconds "
+        "(default 0.5); events are printed as soon as they commit",
+    )
+    events.set_defaults(handler=events_command)
 
 
 def events_command(url: str, args: argparse.Namespace) -> int:
@@ -59,8 +105,20 @@ def _follow(
                 remaining -= min(remaining, len(page.events))
 
 
-def demo_command(url: str, *, into_existing: bool) -> int:
+def add_demo_command(commands: Commands) -> None:
+    """`demo`."""
+    demo = commands.add_parser("demo", help="run a short scenario and print what a follower sees")
+    demo.add_argument(
+        "--into-existing",
+        action="store_true",
+        help="run it even if the database holds sessions the demo did not create",
+    )
+    demo.set_defaults(handler=demo_command)
+
+
+def demo_command(url: str, args: argparse.Namespace) -> int:
     """`session-journal demo`: run the demo scenario and print its feed; the exit code."""
+    into_existing = args.into_existing
     print(f"# database: {shown_url(url)}")
     with Store.open(url, upgrade=True) as store:
         foreign = [s.id for s in store.sessions.list() if s.id not in DEMO_SESSIONS]

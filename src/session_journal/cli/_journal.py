@@ -5,31 +5,61 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from ..errors import InvalidRecord, JournalDamaged
+from ..journal.search import MAX_SEARCH_LIMIT
 from ..journal.stats import EVENTS_FILE, SessionStats
 from ..journal.verify import events_file, verify
 from ..store import Store
+from ._types import Commands, bounded_int
+
+T = TypeVar("T")
 
 
-def journal_command(command: str, path: str) -> int:
-    """`session-journal journal stats|verify PATH`; the exit code."""
+def add_journal_commands(commands: Commands) -> None:
+    """`journal verify` and `journal stats`."""
+    journal = commands.add_parser("journal", help="session event files").add_subparsers(
+        dest="journal_command", required=True
+    )
+    verify_command = journal.add_parser(
+        "verify", help="report torn or undecodable lines (exit 1 if any)"
+    )
+    verify_command.add_argument("path", help="a session directory or its events.jsonl")
+    verify_command.set_defaults(handler=_verify)
+    stats = journal.add_parser("stats", help="print the session's stats (rebuilt if stale)")
+    stats.add_argument("path", help="a session directory")
+    stats.set_defaults(handler=_print_stats)
+
+
+def _verify(url: str, args: argparse.Namespace) -> int:
+    """`session-journal journal verify PATH`: 1 if any line is bad."""
+    lines, problems = _read(args.path, verify)
+    for problem in problems:
+        print(f"offset {problem.offset}: {problem.reason} ({problem.length} bytes)")
+    print(f"{lines} lines, {len(problems)} bad")
+    return 1 if problems else 0
+
+
+def _print_stats(url: str, args: argparse.Namespace) -> int:
+    """`session-journal journal stats PATH`."""
+    print(_read(args.path, _stats).model_dump_json())
+    return 0
+
+
+def _read(path: str, read: Callable[[str], T]) -> T:
+    """`read(path)`, its `OSError` an `InvalidRecord`; a directory without an events file is
+    refused, naming the file looked for."""
     if Path(path).is_dir() and not events_file(path).is_file():
         raise InvalidRecord(
             f"directory {path} has no {EVENTS_FILE} (looked for {events_file(path).absolute()})"
         )
     try:
-        if command == "stats":
-            print(_stats(path).model_dump_json())
-            return 0
-        lines, problems = verify(path)
+        return read(path)
     except OSError as error:
         raise InvalidRecord(f"cannot read {path}: {error.strerror or error}") from error
-    for problem in problems:
-        print(f"offset {problem.offset}: {problem.reason} ({problem.length} bytes)")
-    print(f"{lines} lines, {len(problems)} bad")
-    return 1 if problems else 0
 
 
 def _stats(path: str) -> SessionStats:
@@ -50,6 +80,20 @@ def _stats(path: str) -> SessionStats:
     if events.name == EVENTS_FILE:
         return SessionStats.load_or_rebuild(events.parent)
     return SessionStats.scan(events)
+
+
+def add_search_command(commands: Commands) -> None:
+    """`search`."""
+    search = commands.add_parser("search", help="full-text search of indexed journal events")
+    search.add_argument("query")
+    search.add_argument("--session", help="only this session")
+    search.add_argument(
+        "--limit",
+        type=bounded_int(MAX_SEARCH_LIMIT),
+        default=20,
+        help=f"at most N hits, 1 to {MAX_SEARCH_LIMIT} (default 20)",
+    )
+    search.set_defaults(handler=search_command)
 
 
 def search_command(url: str, args: argparse.Namespace) -> int:

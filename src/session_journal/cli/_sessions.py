@@ -10,9 +10,47 @@ from datetime import UTC, datetime
 from .._clock import now_ms
 from ..errors import SessionJournalError
 from ..records import SessionState, SessionSummary
-from ..services.sessions import MAX_REMOVED, check_ended
+from ..services.sessions import MAX_REMOVED, MAX_SESSION_PAGE, check_ended
 from ..storage.engines import require_database
 from ..store import Store
+from ._types import Commands, bounded_int, duration
+
+
+def add_sessions_commands(commands: Commands) -> None:
+    """`sessions list` and `sessions remove-ended`."""
+    sessions = commands.add_parser("sessions", help="sessions").add_subparsers(
+        dest="sessions_command", required=True
+    )
+    _add_list(sessions)
+    _add_remove_ended(sessions)
+
+
+def _add_remove_ended(sessions: Commands) -> None:
+    remove = sessions.add_parser(
+        "remove-ended",
+        help="remove ended sessions (closed, error) with their events and everything else",
+    )
+    remove.add_argument("ids", nargs="*", metavar="ID", help="the sessions to remove")
+    remove.add_argument(
+        "--ended-before",
+        type=duration,
+        metavar="DURATION",
+        help="instead of IDs: every ended session last saved more than DURATION ago (30d, 12h)",
+    )
+    remove.add_argument(
+        "--sessions-dir",
+        metavar="DIR",
+        help="also delete DIR/<id>, each removed session's directory, after the commit",
+    )
+    remove.add_argument(
+        "--dry-run", action="store_true", help="print the sessions that would go; remove nothing"
+    )
+
+    def one_target(args: argparse.Namespace) -> None:
+        if bool(args.ids) == (args.ended_before is not None):
+            remove.error("give session IDs or --ended-before, one of the two")
+
+    remove.set_defaults(handler=remove_ended_command, check=one_target)
 
 
 def remove_ended_command(url: str, args: argparse.Namespace) -> int:
@@ -71,6 +109,35 @@ def _would_remove(store: Store, ids: list[str]) -> list[str]:
 
 LIST_COLUMNS = ("ID", "WORKSPACE", "PROJECT", "STATE", "CREATED", "UPDATED")
 """The columns of `sessions list`'s table."""
+
+
+def _add_list(sessions: Commands) -> None:
+    listed = sessions.add_parser(
+        "list", help="list sessions, newest first (a table, or JSON lines with --json)"
+    )
+    listed.add_argument("--workspace", help="only sessions of this workspace")
+    listed.add_argument(
+        "--state",
+        choices=[state.value for state in SessionState],
+        metavar="STATE",
+        help=f"only sessions in this state: {', '.join(SessionState)}",
+    )
+    listed.add_argument(
+        "--before",
+        metavar="CURSOR",
+        help="the sessions after the previous page (the cursor it printed last)",
+    )
+    listed.add_argument(
+        "--limit",
+        type=bounded_int(MAX_SESSION_PAGE),
+        default=50,
+        metavar="N",
+        help=f"at most N sessions, 1 to {MAX_SESSION_PAGE} (default 50)",
+    )
+    listed.add_argument(
+        "--json", action="store_true", help="one JSON object per session instead of a table"
+    )
+    listed.set_defaults(handler=list_command)
 
 
 def list_command(url: str, args: argparse.Namespace) -> int:
