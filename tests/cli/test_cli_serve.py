@@ -110,6 +110,10 @@ def page_lines(migrated_url: str, token_file: Path, *, terminal: bool) -> list[s
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0
+        if terminal:
+            reader.close()
+        else:
+            process.stdout.close()  # type: ignore[union-attr]
     return lines
 
 

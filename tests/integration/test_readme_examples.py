@@ -620,6 +620,7 @@ def _check_serve(command: Command, words: list[str], shell: Shell, env: dict[str
         if process.poll() is None:
             process.kill()
         process.wait(10)
+        process.stdout.close()  # type: ignore[union-attr]
 
 
 def run_alembic(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:

@@ -135,6 +135,9 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.reader.join(10)  # it reads to the end of the pipe, which the exit closed
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 def check_session(session: Path) -> list[int]:

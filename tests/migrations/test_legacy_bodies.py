@@ -226,7 +226,7 @@ def test_downgrade_loses_what_the_legacy_shape_cannot_hold(url: str) -> None:
         "stop_reason does not imply",
     )
     assert [body for _, _, body in stored(url)] == [interrupted]
-    assert migrations.status(sa.create_engine(url)).revision == migrations.head()
+    assert migrations.status_at(url).revision == migrations.head()
     migrations.downgrade(url, BEFORE, allow_data_loss=True)
     migrations.upgrade(url)
     assert [body for _, _, body in stored(url)] == [new_turn("failed", None, "runtime stopped")]

@@ -112,4 +112,5 @@ def test_opening_while_another_process_migrates_waits_for_it(
         assert time.monotonic() - started >= 1.0
     finally:
         holder.wait(timeout=30)
+        holder.stdout.close()  # type: ignore[union-attr]
     assert holder.returncode == 0

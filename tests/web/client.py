@@ -195,6 +195,8 @@ class ThreadServer:
     def close(self) -> None:
         self.server.handle_exit(signal.SIGTERM, None)  # what uvicorn does on SIGTERM
         self._thread.join(20)
+        if not self._thread.is_alive():
+            self.loop.close()  # else a ResourceWarning (an unclosed loop) when it is collected
 
     def __enter__(self) -> ThreadServer:
         return self

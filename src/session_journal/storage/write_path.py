@@ -460,8 +460,15 @@ class WritePath:
 
     def _keep(self, connection: sa.Connection) -> None:
         """After a commit (nothing is open): keep the connection for the next transaction,
-        unless a call changed its options or the store is closing."""
-        if self._closed or connection.get_execution_options() != self._engine_options:
+        unless a call changed its options or the store is closing.
+
+        A connection that comes back after the store closed (a function the write path ran
+        closed it) is closed for good, not handed back to a pool: the store's close disposed
+        the engine, so no one would ever close what that pool still held."""
+        if self._closed:
+            connection.invalidate()
+            connection.close()
+        elif connection.get_execution_options() != self._engine_options:
             connection.close()
         else:
             self._connection = connection
