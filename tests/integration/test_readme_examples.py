@@ -7,7 +7,9 @@ code (each failure names the document and the block's line in it):
   (`store = Store.open()`: the database `SESSION_JOURNAL_DATABASE_URL` names, which the test
   sets to its backend's, holding the session "session-1" that README's first block makes);
   tracebacks point at the document's own lines. A block that only shows a signature is listed
-  in `SIGNATURES` and compared with the real one.
+  in `SIGNATURES` and compared with the real one. A block whose first line is a file's name
+  (`# app.py`) is that file: it runs in a namespace of its own, as the module it is, and the
+  `sh` blocks find it in their directory.
 - `sh`: each command line is checked, in document order, on each backend, in a temporary
   directory, with `SESSION_JOURNAL_DATABASE_URL` set to a database migrated to head and any
   `postgresql+psycopg://...` URL of the line replaced by that database's URL.
@@ -17,7 +19,9 @@ code (each failure names the document and the block's line in it):
   (`make -n`) and variables the Makefile reads; `pip install` may name only this package (`.`,
   `session-journal`) and extras that pyproject.toml declares; `sqlite3 FILE ".backup OUT"` makes
   a consistent copy of FILE (a migrated database, made if missing), with the sqlite3 command
-  when there is one, else with Python's `sqlite3` backup. Any other command fails the check:
+  when there is one, else with Python's `sqlite3` backup. `uvicorn MODULE:APP ...` and
+  `python FILE.py` (a file of the document) run a server that mounts the feed, stopped with
+  SIGTERM while a stream is open ([`check_server`](#)). Any other command fails the check:
   teach `SHELL_COMMANDS` below how to check it.
 - `json`: a document (or JSON lines) that validates as one of the models in `JSON_MODELS` and
   dumps back to exactly what the document shows.
@@ -48,6 +52,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 import traceback
 import urllib.request
@@ -56,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import httpx
 import psycopg
 import pytest
 import sqlalchemy as sa
@@ -66,7 +72,7 @@ from session_journal.relay import RelayEvent
 from tests.backends import database_url, pg_conninfo
 from tests.docs import README, REPO, documents, relative
 from tests.helpers import as_older_code, table_counts
-from tests.web.client import LiveServer
+from tests.web.client import LiveServer, free_port
 
 RECIPE_TOKEN = "r" * 43
 
@@ -215,6 +221,15 @@ def signature_of(block: Block) -> Callable[..., Any] | None:
     return next((f for start, f in SIGNATURES.items() if block.text.startswith(start)), None)
 
 
+_FILE_NAME = re.compile(r"# (?P<name>[\w-]+\.py)\n")
+
+
+def file_name(block: Block) -> str | None:
+    """The file a python block is (its first line `# NAME.py`), else `None`."""
+    found = _FILE_NAME.match(block.text)
+    return found["name"] if found else None
+
+
 def examples() -> list[Block]:
     return [block for block in of_kind("python") if signature_of(block) is None]
 
@@ -242,7 +257,7 @@ def test_the_python_blocks_run(
     monkeypatch.setenv("SESSION_JOURNAL_DATABASE_URL", url)
     with Store.open(url, upgrade=True) as store, contextlib.ExitStack() as stack:
         store.sessions.save(SessionRecord(id="session-1", project_id="project-1"))
-        namespaces: dict[Path, dict[str, object]] = {}
+        namespaces: dict[tuple[Path, str | None], dict[str, object]] = {}
         live: LiveServer | None = None
         for block in examples():
             if block.path.name == "serving.md" and live is None:
@@ -253,7 +268,9 @@ def test_the_python_blocks_run(
                 )
                 monkeypatch.setenv("SESSION_JOURNAL_SERVER", live.base)
                 monkeypatch.setenv("SESSION_JOURNAL_WEB_TOKEN", RECIPE_TOKEN)
-            namespace = namespaces.setdefault(block.path, {})
+            # A file of the document runs as the module it is, in a namespace of its own.
+            key = (block.path, file_name(block))
+            namespace = namespaces.setdefault(key, {})
             # Padded so that a traceback names the document's own line numbers.
             code = compile("\n" * block.line + block.text, str(block.path), "exec")
             try:
@@ -688,6 +705,116 @@ def check_sqlite3(command: Command, words: list[str], shell: Shell, env: dict[st
         backup.close()
 
 
+def check_uvicorn(command: Command, words: list[str], shell: Shell, env: dict[str, str]) -> None:
+    """`uvicorn MODULE:APP --timeout-graceful-shutdown N`: on SIGTERM with a stream open, it
+    exits within N s and a margin, killed by the SIGTERM uvicorn raises again, the stream cut
+    without `event: shutdown`."""
+    words = list(words)
+    port = free_port()
+    if "--port" in words:
+        words[words.index("--port") + 1] = str(port)
+    else:
+        words += ["--port", str(port)]
+    if "--timeout-graceful-shutdown" not in words:
+        command.fail("without --timeout-graceful-shutdown it never exits with a stream open")
+    grace = float(words[words.index("--timeout-graceful-shutdown") + 1])
+    module = shell.directory / (words[0].partition(":")[0] + ".py")
+    argv = [sys.executable, "-m", "uvicorn", *words]
+    stopped = check_server(command, argv, module, port, shell, env)
+    if stopped.returncode != -signal.SIGTERM or not grace <= stopped.seconds < grace + 3:
+        command.fail(f"{stopped}: expected killed by SIGTERM {grace} s after it")
+    if "event: shutdown" in stopped.stream:
+        command.fail(f"{stopped}: the stream was told; uvicorn cuts it")
+
+
+def check_python_file(
+    command: Command, words: list[str], shell: Shell, env: dict[str, str]
+) -> None:
+    """`python FILE.py`, a file of the documents that calls `session_journal.web.run`: on
+    SIGTERM with a stream open, the stream gets `event: shutdown` and the process exits 0
+    within 3 s."""
+    module = shell.directory / words[0]
+    if len(words) != 1 or not module.exists():
+        command.fail("python runs only a file of the documents (a block `# NAME.py`)")
+    port = free_port()
+    module.write_text(re.sub(r"\bport=\d+", f"port={port}", module.read_text()))
+    stopped = check_server(command, [sys.executable, words[0]], module, port, shell, env)
+    if stopped.returncode != 0 or stopped.seconds >= 3:
+        command.fail(f"{stopped}: expected exit 0 within 3 s")
+    if "event: shutdown" not in stopped.stream:
+        command.fail(f"{stopped}: the stream was not told")
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """How a server stopped: its exit status, the seconds from SIGTERM to its exit, what the
+    open stream received and what the server said."""
+
+    returncode: int
+    seconds: float
+    stream: str
+    output: str
+
+    def __str__(self) -> str:
+        return (
+            f"exit {self.returncode} {self.seconds:.1f} s after SIGTERM; the stream got "
+            f"{self.stream[-300:]!r}; it said {self.output[-1500:]}"
+        )
+
+
+def check_server(
+    command: Command, argv: list[str], module: Path, port: int, shell: Shell, env: dict[str, str]
+) -> Stopped:
+    """Start `argv`, a server of the application in `module` that mounts the feed (at the
+    prefix of its `mount("PREFIX"`), listening on `port`; open a stream; SIGTERM it once the
+    stream is ready; wait for the process (20 s at most) and the stream's end."""
+    prefix = re.search(r"mount\(\s*\"(/[^\"]*)\"", module.read_text())
+    if prefix is None:
+        command.fail(f'{module.name} mounts no feed (`app.mount("/PREFIX", ...)`)')
+    token = "d" * 43
+    log = shell.directory / f"server-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            argv,
+            cwd=shell.directory,
+            env={**env, "SESSION_JOURNAL_WEB_TOKEN": token},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "Uvicorn running on" not in log.read_text(errors="replace"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                command.fail(f"did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.05)
+        received: list[str] = []
+        signalled = 0.0
+        url = f"http://127.0.0.1:{port}{prefix[1]}/api/events/stream"
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            with httpx.stream("GET", url, headers=headers, timeout=20) as response:
+                for line in response.iter_lines():
+                    received.append(line)
+                    if line == "event: ready":
+                        process.send_signal(signal.SIGTERM)
+                        signalled = time.monotonic()
+        except httpx.HTTPError:
+            pass  # cut
+        if not signalled:
+            command.fail(f"the stream never got ready: {received}")
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            command.fail(f"still running 20 s after SIGTERM: {log.read_text()[-2000:]}")
+        seconds = time.monotonic() - signalled
+        output = log.read_text(errors="replace")
+        return Stopped(process.returncode, seconds, "\n".join(received), output)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
 SHELL_COMMANDS: dict[
     tuple[str, ...], Callable[[Command, list[str], Shell, dict[str, str]], None]
 ] = {
@@ -700,6 +827,8 @@ SHELL_COMMANDS: dict[
     ("pip",): check_pip,
     ("python", "-m", "pip"): check_pip,
     ("sqlite3",): check_sqlite3,
+    ("uvicorn",): check_uvicorn,
+    ("python",): check_python_file,
 }
 
 
@@ -733,6 +862,11 @@ def test_the_shell_blocks_run(migrated_url: str, tmp_path: Path) -> None:
             "SESSION_JOURNAL_DATABASE_URL": migrated_url,
         },
     )
+    for block in of_kind("python"):  # the documents' files, where their commands run
+        name = file_name(block)
+        if name is not None:
+            assert not (directory / name).exists(), f"{block.where}: a second {name}"
+            (directory / name).write_text(block.text)
     ran = 0
     for block in of_kind("sh"):
         for command in commands(block):

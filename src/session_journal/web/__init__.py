@@ -1,8 +1,9 @@
 """The feed over HTTP: `create_app(store, WebSettings(...))` is an ASGI application (Starlette)
 serving the event log as JSON pages, long-polls and Server-Sent Events that resume exactly,
 plus snapshots of sessions, transcripts and search; `session-journal serve` runs it with
-uvicorn. Install the `web` extra (`pip install 'session-journal[web]'`). The docs page
-"Serving the feed" lists every route, event, status code and setting.
+uvicorn, and `run(app)` runs an application that mounts it. Install the `web` extra (`pip
+install 'session-journal[web]'`). The docs page "Serving the feed" lists every route, event,
+status code and setting.
 
 This layer uses only the package's public API (`session_journal`, `session_journal.aio`)."""
 
@@ -18,6 +19,7 @@ except ImportError as error:  # pragma: no cover - exercised without the extra
     ) from error
 
 from ._app import create_app, shutdown_streams
+from ._serve import run
 from ._settings import WebSettings
 
-__all__ = ["WebSettings", "create_app", "shutdown_streams"]
+__all__ = ["WebSettings", "create_app", "run", "shutdown_streams"]

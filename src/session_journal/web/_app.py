@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route, Router
+from starlette.routing import Host, Mount, Route, Router
 
 from session_journal import (
     CursorAhead,
@@ -404,3 +404,24 @@ async def shutdown_streams(app: Any) -> None:
     view = getattr(state, "session_journal_view", None)
     if isinstance(view, AsyncStore):
         await view.close()
+
+
+def feeds_of(app: Any) -> list[Starlette]:
+    """The apps made by `create_app` that `app` is or mounts, in the order of its routes: found
+    through Starlette's public `routes` and the `app` of each `Mount` and `Host`, recursively
+    (an app mounted behind a middleware of its own is not found)."""
+    found: list[Starlette] = []
+    seen: set[int] = set()
+    pending = [app]
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(getattr(getattr(current, "state", None), "session_journal_hub", None), _Hub):
+            found.append(current)
+            continue
+        routes = getattr(current, "routes", None)
+        if isinstance(routes, list):
+            pending.extend(route.app for route in routes if isinstance(route, Mount | Host))
+    return found

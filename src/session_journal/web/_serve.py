@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -20,7 +21,7 @@ from urllib.parse import quote
 
 from session_journal import InvalidRecord, MissingDependency, Store
 
-from ._app import create_app, shutdown_streams
+from ._app import create_app, feeds_of, shutdown_streams
 from ._settings import DEFAULT_HOSTS, WebSettings
 
 TOKEN_VARIABLE = "SESSION_JOURNAL_WEB_TOKEN"
@@ -133,12 +134,7 @@ class _QueryStripped(logging.Filter):
 
 def serve_command(url: str, args: argparse.Namespace) -> int:
     """Run `serve` until SIGTERM or Ctrl-C; 0 then."""
-    try:
-        import uvicorn
-    except ImportError:
-        raise MissingDependency(
-            "session-journal serve needs uvicorn: pip install 'session-journal[web]'"
-        ) from None
+    uvicorn = _uvicorn("session-journal serve")
     settings = settings_for(args)
     sockets = listening_sockets(args.host.strip("[]"), args.port)
     try:
@@ -166,7 +162,13 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
         logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
         server = uvicorn.Server(config)
         page = partial(page_line, args=args, tokens=tokens)
-        asyncio.run(_run(server, app, stopping, page, sockets))
+
+        def started(addresses: list[str]) -> None:
+            for address in addresses:
+                print(f"session-journal: serving on {address}", flush=True)
+                print(page(address), flush=True)
+
+        asyncio.run(_run(server, [app], stopping, started, sockets))
     finally:
         signal.signal(signal.SIGTERM, previous)
         for sock in sockets:
@@ -206,23 +208,25 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
 
 async def _run(
     server: Any,
-    app: Any,
+    feeds: list[Any],
     stopping: list[int],
-    page: Callable[[str], str],
-    sockets: list[socket.socket],
+    started: Callable[[list[str]], None],
+    sockets: list[socket.socket] | None,
 ) -> None:
-    watcher = asyncio.create_task(_watch(server, app, stopping, page))
+    watcher = asyncio.create_task(_watch(server, feeds, stopping, started))
     try:
         await server.serve(sockets=sockets)
     finally:
         watcher.cancel()
 
 
-async def _watch(server: Any, app: Any, stopping: list[int], page: Callable[[str], str]) -> None:
-    """Print where it listens, and the operator page's line (`page`), once started; when
-    asked to stop, close every stream first (a server waits for open responses, and a stream
-    never ends by itself). A SIGTERM that came before uvicorn's own handler was in place
-    (`stopping`) stops it too."""
+async def _watch(
+    server: Any, feeds: list[Any], stopping: list[int], started: Callable[[list[str]], None]
+) -> None:
+    """Once started, call `started` with the addresses it listens on; when asked to stop,
+    close every stream of `feeds` first (a server waits for open responses, and a stream never
+    ends by itself). A signal that came before uvicorn's own handler was in place (`stopping`)
+    stops it too."""
     while not server.started and not server.should_exit:
         if stopping:  # as if it had come to uvicorn's own handler
             server.handle_exit(stopping[0], None)
@@ -230,14 +234,71 @@ async def _watch(server: Any, app: Any, stopping: list[int], page: Callable[[str
     if stopping and not server.should_exit:
         server.handle_exit(stopping[0], None)
     if server.started:
+        addresses = []
         for listener in server.servers:
             for sock in listener.sockets:
                 host, port = sock.getsockname()[:2]
                 shown = f"[{host}]" if ":" in host else host
-                address = f"http://{shown}:{port}"
-                print(f"session-journal: serving on {address}", flush=True)
-                print(page(address), flush=True)
+                addresses.append(f"http://{shown}:{port}")
+        started(addresses)
     while not server.should_exit:
         await asyncio.sleep(0.05)
-    await shutdown_streams(app)
+    await asyncio.gather(*(shutdown_streams(feed) for feed in feeds))
     sys.stdout.flush()
+
+
+def _uvicorn(command: str) -> Any:
+    try:
+        import uvicorn
+    except ImportError:
+        raise MissingDependency(
+            f"{command} needs uvicorn: pip install 'session-journal[web]'"
+        ) from None
+    return uvicorn
+
+
+def run(app: Any, *, host: str = "127.0.0.1", port: int = 8765, **uvicorn_options: Any) -> None:
+    """Serve `app` with uvicorn until SIGTERM or SIGINT (Ctrl-C), closing the streams first: an
+    application's entry point when it mounts the feed (docs: Serving the feed). `app` is an
+    app made by `create_app` or one that mounts such apps (found through Starlette's `routes`
+    and `Mount.app`, recursively); on the stop every stream of each gets `event: shutdown` and
+    is closed within a second, and `run` returns within about 2 s (uvicorn's
+    `timeout_graceful_shutdown`, 2 unless given). `uvicorn_options` are `uvicorn.Config`'s
+    (`log_level`, `ssl_certfile`, ...). Call it from the main thread, outside an event loop.
+    `InvalidRecord`, before serving: no app of `create_app` found, an option `uvicorn.Config`
+    refuses or that only `uvicorn.run` reads (`reload`, `workers`), the wrong thread."""
+    uvicorn = _uvicorn("session_journal.web.run")
+    feeds = feeds_of(app)
+    if not feeds:
+        raise InvalidRecord(
+            "run: app neither is nor mounts an app made by session_journal.web.create_app"
+        )
+    refused = sorted({"reload", "workers", "app", "host", "port"} & uvicorn_options.keys())
+    if refused:
+        raise InvalidRecord(f"run: {', '.join(refused)} is not an option of run")
+    if threading.current_thread() is not threading.main_thread():
+        raise InvalidRecord("run: call it from the main thread (it handles SIGTERM and SIGINT)")
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise InvalidRecord("run: called inside an event loop; it runs one of its own")
+    options = {"timeout_graceful_shutdown": 2, **uvicorn_options}
+    try:
+        config = uvicorn.Config(app, host=host, port=port, **options)
+    except TypeError as error:
+        raise InvalidRecord(f"run: {error}") from None
+    stopping: list[int] = []
+
+    def flag(signum: int, frame: FrameType | None) -> None:
+        stopping.append(signum)  # a flag only: uvicorn's handler did the rest
+
+    # What uvicorn raises again once it has stopped lands here: run returns instead of the
+    # process dying, so that the caller closes what it opened.
+    previous = {sig: signal.signal(sig, flag) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        asyncio.run(_run(uvicorn.Server(config), feeds, stopping, lambda _: None, None))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
