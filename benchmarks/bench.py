@@ -92,7 +92,9 @@ TARGETS |= {("sqlite", "seq append"): 0.8, ("postgresql", "seq append"): 0.8}
 # (every body decoded, against a bare loop decoding each with the same TypeAdapter) and the
 # JSON rows (`load_json`, against the bare driver fetching the text) replace it.
 TARGETS |= {("postgresql", "catch-up"): 0.5}
-TARGETS |= {("sqlite", "typed"): 0.7, ("postgresql", "typed"): 0.7}
+# Typed catch-up against the same bare loop: 0.5 (the immutable-events issue, which set the
+# bold target against eventsourcing instead: benchmarks/versus_eventsourcing.py).
+TARGETS |= {("sqlite", "typed"): 0.5, ("postgresql", "typed"): 0.5}
 TARGETS |= {("sqlite", "json"): 0.5, ("postgresql", "json"): 0.5}
 TARGETS |= {("sqlite", "typed tail"): 0.5, ("postgresql", "typed tail"): 0.5}
 TARGETS |= {("sqlite", "json tail"): 0.35, ("postgresql", "json tail"): 0.7}

@@ -8,8 +8,12 @@ per backend, in one run, alternating turns as `bench.py` does:
    (one durable transaction per event, the same message in a domain event of 50 aggregates,
    encoded by eventsourcing's `Mapper` and `JSONTranscoder`);
 2. typed catch-up: page a 50,000-event log 1,000 at a time reading every event as a typed
-   object: `store.events.load(...)` reading `event.event` (pydantic models) against
-   `select_notifications(...)` with `Mapper.to_domain_event` (eventsourcing's dataclasses).
+   object, `store.events.load(...)` reading each `event.event.type`, against two contenders
+   paging eventsourcing's recorder with `select_notifications(...)`: `json.loads` of each
+   notification's state, the same body text as ours (the plain alternative: rows of JSON;
+   the target), and `Mapper.to_domain_event` (eventsourcing's typed objects). Each on the
+   `session_fault` log of the append row's bodies and, beside it, on a log of the bodies of
+   every type a session writes, in turn (turns, activity, commands, questions, faults).
 
 eventsourcing's SQLite recorder runs in WAL mode with SQLite's default `synchronous` (FULL, as
 ours); its PostgreSQL recorder uses psycopg 3 with its own pool, in a schema of its own.
@@ -18,6 +22,7 @@ Usage: `versus_eventsourcing.py [--quick] [--only sqlite|postgresql]`.
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import uuid
@@ -40,21 +45,48 @@ from _harness import (
 )
 from bench import BODY, MESSAGE, api_append, open_store, session_ids
 
-from session_journal import Store
+from session_journal import (
+    ActivityChanged,
+    ApiActivityDetails,
+    ApiActivityKind,
+    ApiActivityState,
+    ApiTurnOutcome,
+    CommandEnded,
+    CommandOwner,
+    CommandResult,
+    CommandResultKind,
+    InputRequired,
+    InputResolved,
+    OutcomeReason,
+    SessionFault,
+    Store,
+    TurnEnded,
+    TurnOutcome,
+    TurnResultKind,
+    TurnStarted,
+)
+from session_journal.relay import ElicitationRequest
 
 try:
     from eventsourcing.domain import DomainEvent
-    from eventsourcing.persistence import DatetimeAsISO, JSONTranscoder, Mapper, UUIDAsHex
+    from eventsourcing.persistence import (
+        DatetimeAsISO,
+        JSONTranscoder,
+        Mapper,
+        StoredEvent,
+        UUIDAsHex,
+    )
     from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
     from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 except ImportError:  # the optional extra is not installed
     DomainEvent = None
 
-# The issue's goals: PostgreSQL appends and typed catch-up on both backends.
+# The goals: PostgreSQL appends, typed catch-up against `json.loads` on both backends.
 GOALS = {("postgresql", "append"): 1.5, ("postgresql", "catch-up"): 1.5}
 GOALS |= {("sqlite", "catch-up"): 1.5, ("sqlite", "append"): 1.0}
 PAGE = 1000
 CHUNK = 100
+TOPIC = "session_journal.api_events:ApiEvent"  # the stored events' topic (json.loads ignores it)
 
 
 if DomainEvent is not None:
@@ -119,11 +151,53 @@ def theirs_append(target: Any, aggregates: Aggregates, count: int) -> int:
     return count
 
 
+def mixed_bodies() -> list[str]:
+    """One body of each kind a session writes in a turn, as stored: a log of these in turn."""
+    question = ElicitationRequest(
+        id="q-1",
+        session_id="s-1",
+        message="Which directory should the tests run in?",
+        requested_schema={
+            "type": "object",
+            "properties": {"dir": {"type": "string", "enum": ["src", "tests"]}},
+            "required": ["dir"],
+        },
+    )
+    details = ApiActivityDetails(
+        kind=ApiActivityKind.TURN, turn_started_at_ms=1_700_000_000_000, label="fix the test"
+    )
+    activity = ApiActivityState(
+        state="running",
+        details=details,
+        is_idle=False,
+        waiting_for_input=False,
+        capacity_retry=False,
+    )
+    outcome = TurnOutcome(kind=TurnResultKind.COMPLETED, stop_reason="end_turn")
+    result = CommandResult(
+        owner=CommandOwner.DAEMON,
+        command_id="checkpoint-2",
+        command_kind="checkpoint",
+        outcome=CommandResultKind.SUCCEEDED,
+        related_command_ids=("barrier-2",),
+    )
+    bodies = [
+        TurnStarted(turn_id=3, command_id="prompt-3", started_at_ms=1_700_000_000_000),
+        ActivityChanged(activity=activity),
+        InputRequired(request=question, turn_id=3),
+        InputResolved(elicitation_id="q-1", action="accept", turn_id=3),
+        TurnEnded(turn=ApiTurnOutcome(command_id="prompt-3", accepted_ordinal=3, outcome=outcome)),
+        CommandEnded(result=result),
+        SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=MESSAGE),
+    ]
+    return [body.model_dump_json() for body in bodies]
+
+
 def ours_catch_up(store: Store) -> int:
     cursor, read = 0, 0
     while page := store.events.load(after_seq=cursor, limit=PAGE).events:
         for event in page:
-            assert event.event is not None
+            assert event.event.type
         read += len(page)
         cursor = page[-1].seq
     return read
@@ -139,6 +213,38 @@ def theirs_catch_up(target: Any, mapper: Any) -> int:
     return read
 
 
+def theirs_json_catch_up(target: Any) -> int:
+    start, read = 1, 0
+    while notifications := target.select_notifications(start, PAGE):
+        for notification in notifications:
+            assert json.loads(notification.state)["type"]
+        read += len(notifications)
+        start = notifications[-1].id + 1
+    return read
+
+
+def fill(store: Store, sessions: list[str], bodies: list[str], events: int) -> None:
+    """Append `bodies` in turn until the store's log holds `events` events (untimed)."""
+    with store.unit_of_work() as uow:
+        for index in range(events - store.events.latest_seq()):
+            uow.events.append(sessions[index % len(sessions)], 1, bodies[index % len(bodies)])
+        uow.commit()
+
+
+def fill_theirs(target: Any, bodies: list[str], events: int) -> None:
+    """The same bodies, as the states of stored events of 50 aggregates (untimed)."""
+    ids = [uuid.uuid4() for _ in range(50)]
+    index = target.max_notification_id() or 0
+    while index < events:
+        batch = []
+        for _ in range(min(5_000, events - index)):
+            state = bodies[index % len(bodies)].encode()
+            version = index // len(ids) + 1
+            batch.append(StoredEvent(ids[index % len(ids)], version, TOPIC, state))
+            index += 1
+        target.insert_events(batch)
+
+
 def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
     sessions = session_ids(scale)
     ours_url, theirs_url = backend.fresh_url("ours"), backend.fresh_url("theirs")
@@ -152,21 +258,27 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
         theirs = partial(theirs_append, target, aggregates, CHUNK)
         rates = partial(compare, ours, theirs, scale.appends // CHUNK)
         rows.append(measure(backend.name, "append (1 event/tx)", "append", GOALS, rates))
-        with store.unit_of_work() as uow:  # the logs, untimed
-            for index in range(log_events - store.events.latest_seq()):
-                uow.events.append(sessions[index % len(sessions)], 1, BODY)
-            uow.commit()
+        fill(store, sessions, [BODY], log_events)  # the logs, untimed
         while target.max_notification_id() < log_events:
             batch = min(5_000, log_events - target.max_notification_id())
             target.insert_events([aggregates.next_event() for _ in range(batch)])
-        rates = partial(
-            compare,
-            partial(ours_catch_up, store),
-            partial(theirs_catch_up, target, aggregates.mapper),
-            5,
-            scale.min_seconds,
-        )
-        rows.append(measure(backend.name, "typed catch-up", "catch-up", GOALS, rates))
+        plain = recorder(backend, backend.fresh_url("theirs-json"))
+        fill_theirs(plain, [BODY], log_events)
+        ours = partial(ours_catch_up, store)
+        rates = partial(compare, ours, partial(theirs_json_catch_up, plain), 5, scale.min_seconds)
+        rows.append(measure(backend.name, "typed catch-up / json.loads", "catch-up", GOALS, rates))
+        theirs = partial(theirs_catch_up, target, aggregates.mapper)
+        rates = partial(compare, ours, theirs, 5, scale.min_seconds)
+        rows.append(measure(backend.name, "typed catch-up / Mapper", "mapper", GOALS, rates))
+    with open_store(backend.fresh_url("ours-mixed"), scale) as store:
+        bodies = mixed_bodies()
+        api_append(store, sessions, len(sessions))  # the sessions
+        fill(store, sessions, bodies, log_events)
+        plain = recorder(backend, backend.fresh_url("theirs-mixed"))
+        fill_theirs(plain, bodies, log_events)
+        ours = partial(ours_catch_up, store)
+        rates = partial(compare, ours, partial(theirs_json_catch_up, plain), 5, scale.min_seconds)
+        rows.append(measure(backend.name, "mixed types / json.loads", "mixed", GOALS, rates))
     return rows
 
 

@@ -14,6 +14,7 @@ import inspect
 import sys
 import textwrap
 import types
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
@@ -21,6 +22,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from session_journal import ApiEvent, ApiEventData, ApiEventPage, ApiEventPageBefore
+from session_journal._values import Value
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "api" / "events.md"
 
@@ -37,7 +39,7 @@ field marked *optional* may be left out when building the body; its default is t
 """
 
 
-def bodies() -> list[type[BaseModel]]:
+def bodies() -> list[type[BaseModel | Value]]:
     """The body classes of `ApiEventData`, in the union's order."""
     return list(get_args(get_args(ApiEventData)[0]))
 
@@ -50,7 +52,7 @@ def attribute_docs(model: type) -> dict[str, str]:
     """The docstrings written under a class's attributes in its source, by attribute name."""
     found: dict[str, str] = {}
     for klass in reversed(model.__mro__):
-        if klass.__module__ in {"builtins", "pydantic.main"} or klass is BaseModel:
+        if klass.__module__ in {"builtins", "pydantic.main"} or klass in (BaseModel, Value):
             continue
         try:
             source = textwrap.dedent(inspect.getsource(klass))
@@ -94,17 +96,17 @@ class Page:
         if origin in (list, tuple):
             inner = [arg for arg in get_args(annotation) if arg is not Ellipsis]
             return f"list of {self.type_text(inner[0])}" if inner else "list"
-        if origin is dict:
+        if origin in (dict, Mapping):
             key, value = get_args(annotation)
             return f"object of {self.type_text(key)} to {self.type_text(value)}"
         if annotation is type(None):
             return "`null`"
-        if isinstance(annotation, type) and issubclass(annotation, (BaseModel, Enum)):
+        if isinstance(annotation, type) and issubclass(annotation, (BaseModel, Value, Enum)):
             return self.name(annotation)
         simple = {str: "string", int: "integer", float: "number", bool: "boolean", Any: "any"}
         return simple.get(annotation, f"`{annotation}`")
 
-    def fields(self, model: type[BaseModel], *, skip: tuple[str, ...] = ()) -> list[str]:
+    def fields(self, model: type[BaseModel | Value], *, skip: tuple[str, ...] = ()) -> list[str]:
         docs = attribute_docs(model)
         rows = ["| field | type | meaning |", "| --- | --- | --- |"] if docs else []
         rows = rows or ["| field | type |", "| --- | --- |"]
@@ -114,13 +116,14 @@ class Page:
             kind = self.type_text(field.annotation)
             if not field.is_required():
                 default = field.get_default(call_default_factory=True)
+                default = list(default) if isinstance(default, tuple) else default  # JSON's
                 shown = "null" if default is None else repr(default).replace("'", '"')
                 kind += f" (optional, default `{shown}`)"
             meaning = f" {docs.get(name, '')} |" if docs else ""
             rows.append(f"| `{name}` | {kind} |{meaning}")
         return rows
 
-    def model(self, model: type[BaseModel], heading: str, intro: str = "") -> list[str]:
+    def model(self, model: type[BaseModel | Value], heading: str, intro: str = "") -> list[str]:
         self.shown.add(model)
         doc = " ".join((model.__doc__ or "").split())
         lines = [f"### {heading} {{ #{_anchor(model)} }}", ""]

@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn
 from pydantic import AfterValidator, BaseModel, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from ._values import Value
 from .errors import InvalidRecord
 
 _ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
@@ -138,7 +139,7 @@ class EncodedJson(str):
     __slots__ = ()
 
 
-def encode_json(model: BaseModel, what: str, max_bytes: int) -> EncodedJson:
+def encode_json(model: BaseModel | Value, what: str, max_bytes: int) -> EncodedJson:
     """The model's JSON text for a JSON column, or `InvalidRecord` naming `what`.
 
     Refuses text that no database can store (lone surrogates), bodies over `max_bytes` and

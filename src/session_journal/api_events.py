@@ -32,6 +32,7 @@ from pydantic_core import to_json
 
 from ._json_text import canonical_json
 from ._validation import Id
+from ._values import Value, immutable
 from .elicitation import ElicitationRequest
 from .errors import InvalidRecord
 
@@ -86,10 +87,9 @@ class ApiActivityKind(StrEnum):
     BACKGROUND = "background"
 
 
-class ApiActivityDetails(BaseModel):
+@immutable
+class ApiActivityDetails(Value):
     """Timestamps and label of the current activity."""
-
-    model_config = ConfigDict(revalidate_instances="always")
 
     kind: ApiActivityKind
     """What the session is doing."""
@@ -107,10 +107,9 @@ class ApiActivityDetails(BaseModel):
     """A short label of the current activity, for display."""
 
 
-class ApiActivityState(BaseModel):
+@immutable
+class ApiActivityState(Value):
     """The latest activity snapshot of a session."""
-
-    model_config = ConfigDict(revalidate_instances="always")
 
     state: str
     """The controller's own word for the session's state."""
@@ -128,7 +127,8 @@ class ApiActivityState(BaseModel):
         return canonical_json(self.model_dump(mode="json"))
 
 
-class TurnOutcome(BaseModel):
+@immutable
+class TurnOutcome(Value):
     """The result of a turn; `stop_reason` as the agent reported it."""
 
     kind: TurnResultKind
@@ -141,7 +141,8 @@ class TurnOutcome(BaseModel):
     """The agent's or controller's diagnostic, when there is one."""
 
 
-class ApiTurnOutcome(BaseModel):
+@immutable
+class ApiTurnOutcome(Value):
     """A turn's command, its accepted relay ordinal and its outcome."""
 
     command_id: str
@@ -153,7 +154,8 @@ class ApiTurnOutcome(BaseModel):
     """How the turn ended."""
 
 
-class CommandResult(BaseModel):
+@immutable
+class CommandResult(Value):
     """The terminal fact of a command."""
 
     owner: CommandOwner
@@ -168,7 +170,7 @@ class CommandResult(BaseModel):
     """Why it failed or was cancelled, when it was."""
     message: str | None = None
     """A diagnostic, when there is one."""
-    related_command_ids: list[str] = Field(default_factory=list)
+    related_command_ids: tuple[str, ...] = ()
     """Other commands this result also settles (a checkpoint's barrier and save)."""
 
 
@@ -177,8 +179,9 @@ def _data_alias(name: str) -> str | AliasChoices:
     return name if name == "type" else AliasChoices(AliasPath("data", name), name)
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(
+class _Body(Value):
+    __slots__ = ()
+    __pydantic_config__ = ConfigDict(
         alias_generator=AliasGenerator(validation_alias=_data_alias),
         validate_by_name=True,
         validate_by_alias=True,
@@ -191,6 +194,7 @@ class _Body(BaseModel):
         return {"type": tag, "data": fields}
 
 
+@immutable
 class TurnStarted(_Body):
     """A prompt was accepted and its turn began."""
 
@@ -203,6 +207,7 @@ class TurnStarted(_Body):
     """When the relay reported the start, if it did."""
 
 
+@immutable
 class TurnEnded(_Body):
     """A turn ended; `turn.outcome` says how."""
 
@@ -211,6 +216,7 @@ class TurnEnded(_Body):
     """The turn's command, accepted ordinal and outcome."""
 
 
+@immutable
 class InputRequired(_Body):
     """The agent asked the user a question and waits for the answer."""
 
@@ -221,6 +227,7 @@ class InputRequired(_Body):
     """The turn the question was asked in; `null` outside a turn."""
 
 
+@immutable
 class InputResolved(_Body):
     """The user answered (accept), declined or cancelled a question."""
 
@@ -233,6 +240,7 @@ class InputResolved(_Body):
     """The turn the question belonged to; `null` outside a turn."""
 
 
+@immutable
 class ActivityChanged(_Body):
     """The session's activity snapshot changed."""
 
@@ -241,6 +249,7 @@ class ActivityChanged(_Body):
     """The new snapshot."""
 
 
+@immutable
 class SessionFault(_Body):
     """The session failed to start, failed a lifecycle step or its runtime faulted."""
 
@@ -253,6 +262,7 @@ class SessionFault(_Body):
     """The command that faulted, if one did."""
 
 
+@immutable
 class CommandEnded(_Body):
     """A command reached its terminal result."""
 
@@ -261,6 +271,7 @@ class CommandEnded(_Body):
     """The command's terminal result."""
 
 
+@immutable
 class LegacyNotice(_Body):
     """A stored body of an earlier shape, or one this code cannot decode, kept visible."""
 
@@ -319,14 +330,12 @@ class ApiEventFilter(BaseModel):
     types: Annotated[tuple[str, ...], AfterValidator(_event_types)] | None = None
 
 
-class ApiEvent(BaseModel):
+@immutable
+class ApiEvent(Value):
     """One event of the ordered log. Read from the log, its body is decoded with the page (by
     pydantic-core, from the stored JSON); a body that does not decode is a `LegacyNotice`, never
-    an error. Frozen: the followers' window of a store decodes each event once and the pages it
-    serves share the event objects (treat the body, whose lists pydantic cannot freeze, as
-    read-only too)."""
-
-    model_config = ConfigDict(frozen=True)
+    an error. Immutable all the way down, as every event type: the followers' window of a store
+    decodes each event once and the pages it serves share the event objects."""
 
     seq: int
     session_id: str
@@ -334,23 +343,25 @@ class ApiEvent(BaseModel):
     event: ApiEventData
 
 
-class ApiEventPage(BaseModel):
+@immutable
+class ApiEventPage(Value):
     """A page of events after a cursor; continue with `after_seq=next_after_seq`.
     `pruned_through` is the floor of the pruned log in the page's snapshot (0: never pruned)."""
 
-    events: list[ApiEvent]
+    events: tuple[ApiEvent, ...]
     next_after_seq: int
     latest_seq: int
     pruned_through: int = 0
 
 
-class ApiEventPageBefore(BaseModel):
+@immutable
+class ApiEventPageBefore(Value):
     """A page of the events before a seq, newest first (`load_before`); go further back with
     `before_seq=next_before_seq`. `next_before_seq` is the oldest returned seq, else the
     `before_seq` asked for: an empty page means nothing older (matching the filter) is retained.
     `latest_seq` and `pruned_through` are the frontier and the floor of the page's snapshot."""
 
-    events: list[ApiEvent]
+    events: tuple[ApiEvent, ...]
     next_before_seq: int
     latest_seq: int
     pruned_through: int
@@ -385,7 +396,7 @@ def validate_stored_body(body: str) -> ApiEventData:
 StoredRow = tuple[int, str, int, str, bool]
 """An event as stored: `(seq, session_id, recorded_at_ms, body text, body_canonical)`."""
 
-_EVENT_LIST: TypeAdapter[list[ApiEvent]] = TypeAdapter(list[ApiEvent])
+_EVENTS: TypeAdapter[tuple[ApiEvent, ...]] = TypeAdapter(tuple[ApiEvent, ...])
 _SAFE_ID = re.compile(r"[A-Za-z0-9._:@-]+")  # the ids `check_id` accepts need no escaping
 
 
@@ -413,16 +424,16 @@ def _json_string(value: str) -> str:
     return to_json(value).decode()  # pydantic's own escaping, as `model_dump_json` does
 
 
-def decode_events(rows: list[StoredRow], texts: list[str] | None = None) -> list[ApiEvent]:
+def decode_events(rows: list[StoredRow], texts: list[str] | None = None) -> tuple[ApiEvent, ...]:
     """The events of stored rows (`texts`: their `event_texts`, if already made), decoded by
     pydantic-core in one call for the page; should that fail (a canonical body that this
     code's models no longer take), event by event, an undecodable body as a `LegacyNotice`."""
     if texts is None:
         texts = event_texts(rows)
     try:
-        return _EVENT_LIST.validate_json(f"[{','.join(texts)}]")
+        return _EVENTS.validate_json(f"[{','.join(texts)}]")
     except ValidationError:
-        return [_decode_one(row, text) for row, text in zip(rows, texts, strict=True)]
+        return tuple(_decode_one(row, text) for row, text in zip(rows, texts, strict=True))
 
 
 def _decode_one(row: StoredRow, text: str) -> ApiEvent:

@@ -9,22 +9,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from ._validation import describe
+from ._values import Value, frozen, immutable
 from .errors import InvalidRecord
 
 _PRIMITIVES = {"string", "number", "integer", "boolean"}
 
 
-def _check_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def _check_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
     if schema.get("type") != "object":
         raise ValueError("requested_schema must be an object schema (type: object)")
     properties = schema.get("properties", {})
-    if not isinstance(properties, dict):
+    if not isinstance(properties, Mapping):
         raise ValueError("requested_schema.properties must be an object")
     for name, prop in properties.items():
-        kind = prop.get("type") if isinstance(prop, dict) else None
+        kind = prop.get("type") if isinstance(prop, Mapping) else None
         if not isinstance(kind, str) or kind not in _PRIMITIVES:
             raise ValueError(
                 f"property {name!r} must be a string, number, integer, boolean or enum "
@@ -33,12 +34,12 @@ def _check_schema(schema: dict[str, Any]) -> dict[str, Any]:
         enum = prop.get("enum")
         if enum is not None and (
             prop["type"] != "string"
-            or not isinstance(enum, list)
+            or not isinstance(enum, list | tuple)
             or not all(isinstance(item, str) for item in enum)
         ):
             raise ValueError(f"property {name!r}: an enum must be a list of strings")
     required = schema.get("required", [])
-    if not isinstance(required, list) or any(
+    if not isinstance(required, list | tuple) or any(
         not isinstance(name, str) or name not in properties for name in required
     ):
         raise ValueError("requested_schema.required must list properties of the schema")
@@ -68,16 +69,20 @@ ElicitationResponse = Annotated[Accept | Decline | Cancel, Field(discriminator="
 """The answer to an elicitation: `Accept(content)`, `Decline()` or `Cancel()`."""
 
 
-class ElicitationRequest(BaseModel):
+@immutable
+class ElicitationRequest(Value):
     """A form question: a message and a flat JSON object schema describing the answer."""
 
-    model_config = ConfigDict(revalidate_instances="always")
+    # Immutable, as the events that carry it: `requested_schema` is a `FrozenDict` (its lists
+    # tuples), which compares and dumps as the `dict` it was made from.
 
     id: str
     session_id: str
     mode: Literal["form"] = "form"
     message: str
-    requested_schema: Annotated[dict[str, Any], AfterValidator(_check_schema)]
+    requested_schema: Annotated[
+        Mapping[str, Any], AfterValidator(_check_schema), AfterValidator(frozen)
+    ]
 
     @classmethod
     def from_acp_params(cls, id: str, params: Mapping[str, Any]) -> ElicitationRequest:
@@ -90,11 +95,13 @@ class ElicitationRequest(BaseModel):
                 f"elicitation {id!r}: only form elicitation is supported, got {params['mode']!r}"
             )
         try:
-            return cls(
-                id=id,
-                session_id=params.get("sessionId"),
-                message=params.get("message"),
-                requested_schema=params.get("requestedSchema"),
+            return cls.model_validate(
+                {
+                    "id": id,
+                    "session_id": params.get("sessionId"),
+                    "message": params.get("message"),
+                    "requested_schema": params.get("requestedSchema"),
+                }
             )
         except ValidationError as error:
             raise InvalidRecord(f"elicitation {id!r}: {describe(error)}") from None
@@ -107,7 +114,7 @@ class ElicitationRequest(BaseModel):
         if isinstance(response, Cancel):
             return f"{self.message}\n\n(cancelled)"
         self._check_content(response.content)
-        properties: dict[str, Any] = self.requested_schema.get("properties", {})
+        properties: Mapping[str, Any] = self.requested_schema.get("properties", {})
         lines = [
             f"{name}: {_text(response.content[name])}"
             for name in properties
@@ -116,7 +123,7 @@ class ElicitationRequest(BaseModel):
         return f"{self.message}\n\n" + "\n".join(lines)
 
     def _check_content(self, content: dict[str, str | int | float | bool]) -> None:
-        properties: dict[str, Any] = self.requested_schema.get("properties", {})
+        properties: Mapping[str, Any] = self.requested_schema.get("properties", {})
         for name, value in content.items():
             prop = properties.get(name)
             if prop is None:
@@ -131,7 +138,7 @@ class ElicitationRequest(BaseModel):
             raise InvalidRecord(f"elicitation {self.id!r}: required {missing} not answered")
 
 
-def _matches(prop: dict[str, Any], value: object) -> bool:
+def _matches(prop: Mapping[str, Any], value: object) -> bool:
     kind = prop["type"]
     if kind == "boolean":
         return isinstance(value, bool)

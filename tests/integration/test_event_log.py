@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -44,10 +45,10 @@ def test_filters_and_cursors_survive_deleting_a_session(store: Store) -> None:
     two_events(store)
 
     other = store.events.load(ApiEventFilter(session_id="other"), after_seq=0)
-    assert other.events == []
+    assert other.events == ()
     assert other.next_after_seq == 2
     elsewhere = store.events.load(ApiEventFilter(workspace_id="elsewhere"), after_seq=0)
-    assert (elsewhere.events, elsewhere.next_after_seq) == ([], 2)
+    assert (elsewhere.events, elsewhere.next_after_seq) == ((), 2)
     in_default = store.events.load(ApiEventFilter(workspace_id="default"), after_seq=0)
     assert [event.seq for event in in_default.events] == [1, 2]
     both = ApiEventFilter(session_id="session-1", workspace_id="default")
@@ -55,10 +56,10 @@ def test_filters_and_cursors_survive_deleting_a_session(store: Store) -> None:
 
     assert store.sessions.delete("session-1") is True
     deleted = store.events.load(after_seq=2)
-    assert deleted.events == []
+    assert deleted.events == ()
     assert deleted.latest_seq == 2
     from_start = store.events.load(after_seq=0)
-    assert (from_start.events, from_start.next_after_seq, from_start.latest_seq) == ([], 2, 2)
+    assert (from_start.events, from_start.next_after_seq, from_start.latest_seq) == ((), 2, 2)
     assert store.events.latest_seq() == 2
     assert store.sessions.delete("session-1") is False
 
@@ -67,14 +68,14 @@ def test_a_cursor_past_the_frontier_never_moves_back(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     two_events(store)
     page = store.events.load(after_seq=50)
-    assert (page.events, page.next_after_seq, page.latest_seq) == ([], 50, 2)
+    assert (page.events, page.next_after_seq, page.latest_seq) == ((), 50, 2)
 
 
 def test_after_seq_none_tails_from_the_frontier(store: Store) -> None:
     store.sessions.save(SessionFactory(id="session-1"))
     two_events(store)
     tail = store.events.load()
-    assert (tail.events, tail.next_after_seq, tail.latest_seq) == ([], 2, 2)
+    assert (tail.events, tail.next_after_seq, tail.latest_seq) == ((), 2, 2)
 
     store.faults.record_startup_fault("session-1", "again")
     page = store.events.load(after_seq=tail.next_after_seq)
@@ -106,14 +107,16 @@ def test_activity_changes_without_repeating_or_reviving_forgotten_sessions(store
     idle = ActivityFactory(details__kind=ApiActivityKind.IDLE, details__idle_since_ms=100)
     assert store.activity.record([("session-1", idle)], 100) == 1
     assert store.activity.record([("session-1", idle)], 200) == 0
-    background = idle.model_copy(deep=True)
-    background.is_idle = False
-    assert background.details is not None
-    background.details.kind = ApiActivityKind.BACKGROUND
-    background.details.idle_since_ms = None
-    background.details.background_started_at_ms = 250
+    assert idle.details is not None
+    details = dataclasses.replace(
+        idle.details,
+        kind=ApiActivityKind.BACKGROUND,
+        idle_since_ms=None,
+        background_started_at_ms=250,
+    )
+    background = dataclasses.replace(idle, is_idle=False, details=details)
     assert store.activity.record([("session-1", background)], 250) == 1
-    waiting = background.model_copy(update={"waiting_for_input": True})
+    waiting = dataclasses.replace(background, waiting_for_input=True)
     assert store.activity.record([("session-1", waiting)], 300) == 1
     unknown = ActivityFactory(state="disconnected", details=None, is_idle=False)
     assert store.activity.record([("session-1", unknown)], 400) == 1
@@ -131,7 +134,7 @@ def test_activity_changes_without_repeating_or_reviving_forgotten_sessions(store
     store.sessions.delete("session-1")
     assert store.activity.record([("session-1", idle)], 500) == 0
     after = store.events.load(after_seq=4)
-    assert (after.events, after.latest_seq) == ([], 4)
+    assert (after.events, after.latest_seq) == ((), 4)
     assert store.activity.get("session-1") is None
     assert store.sessions.get("session-1") is None
 

@@ -90,7 +90,7 @@ def test_a_page_says_where_the_log_stands(log: Store) -> None:
         latest_seq=15,
         pruned_through=0,
     )
-    assert log.events.load_before(before_seq=1).events == []
+    assert log.events.load_before(before_seq=1).events == ()
     assert log.events.load_before(before_seq=0).next_before_seq == 0
     assert len(log.events.load_before(before_seq=10**6, limit=2000).events) == 15  # clamped
 
@@ -99,7 +99,7 @@ def test_history_ends_at_the_floor_of_a_pruned_log(log: Store) -> None:
     assert log.events.prune(through_seq=9) == 9
     assert [event.seq for event in history(log, None, 4)] == [15, 14, 13, 12, 11, 10]
     page = log.events.load_before(before_seq=5)  # below the floor: history ended, no error
-    assert (page.events, page.next_before_seq, page.pruned_through) == ([], 5, 9)
+    assert (page.events, page.next_before_seq, page.pruned_through) == ((), 5, 9)
 
 
 @pytest.mark.parametrize(

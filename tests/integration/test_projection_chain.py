@@ -138,16 +138,17 @@ def raw_event(observation: Any, events: list[RelayEvent]) -> RelayEvent:
         (
             ElicitationRequested.model_construct(
                 type="elicitation_requested",
-                request=ElicitationRequest.model_construct(
-                    id="q",
-                    session_id="session-1",
-                    mode="form",
-                    message="Where?",
-                    requested_schema={
+                # Not a request (an immutable value is only made validated): what it was made of.
+                request={
+                    "id": "q",
+                    "session_id": "session-1",
+                    "mode": "form",
+                    "message": "Where?",
+                    "requested_schema": {
                         "type": "object",
                         "properties": {"place": {"type": "object", "properties": {}}},
                     },
-                ),
+                },
             ),
             "nested objects and arrays are not supported",
         ),

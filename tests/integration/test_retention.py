@@ -170,7 +170,7 @@ def test_a_cursor_below_the_floor_expires_for_load_wait_and_follow(ten: Store) -
     with store.events.follow(after_seq=0) as follower:
         assert [event.seq for event in next(iter(follower)).events] == [5, 6, 7, 8, 9, 10]
     page = store.events.load(after_seq=None)
-    assert (page.events, page.next_after_seq) == ([], 10)
+    assert (page.events, page.next_after_seq) == ((), 10)
     # A cursor above the frontier is still CursorAhead for wait and follow, not expiry.
     with pytest.raises(CursorAhead):
         store.events.wait(after_seq=11, timeout=5)

@@ -52,7 +52,7 @@ def test_the_reads_of_a_snapshot_see_one_moment(busy: Store) -> None:
         assert snapshot.sessions.get("after") is None
         assert snapshot.sessions.page() == first
         assert [s.session.id for s in first.sessions] == ["before"]
-        assert snapshot.events.load(ApiEventFilter(session_id="after"), after_seq=0).events == []
+        assert snapshot.events.load(ApiEventFilter(session_id="after"), after_seq=0).events == ()
         assert snapshot.projection.load("after") is None
         assert snapshot.projection.transcript("before") is not None
     assert busy.sessions.get("after") is not None

@@ -78,7 +78,7 @@ def test_a_page_holds_the_events_of_the_types_named(store: Store) -> None:
     assert isinstance(fault.event, LegacyNotice)
     assert fault.event.original_type == "session_fault"
     legacy = store.events.load(ApiEventFilter(types=["legacy_notice"]), 0, 1000)
-    assert legacy.events == []  # the stored tags are error, no_such_tag and none
+    assert legacy.events == ()  # the stored tags are error, no_such_tag and none
 
 
 def test_an_empty_filtered_page_moves_the_cursor_past_other_types(store: Store) -> None:
@@ -86,9 +86,9 @@ def test_an_empty_filtered_page_moves_the_cursor_past_other_types(store: Store) 
     for n in range(3):
         store.faults.record_startup_fault("s", f"fault {n}")
     page = store.events.load(ApiEventFilter(types=["turn_started"]), after_seq=0)
-    assert (page.events, page.next_after_seq, page.latest_seq) == ([], 3, 3)
+    assert (page.events, page.next_after_seq, page.latest_seq) == ((), 3, 3)
     page = store.events.wait(ApiEventFilter(types=["turn_started"]), after_seq=0, timeout=0.1)
-    assert (page.events, page.next_after_seq) == ([], 3)
+    assert (page.events, page.next_after_seq) == ((), 3)
 
 
 def test_followers_and_waits_see_only_the_types_named(store: Store) -> None:
@@ -222,4 +222,4 @@ def test_a_body_holding_nul_is_stored_and_filtered(store: Store) -> None:
         uow.commit()
     [event] = store.events.load(ApiEventFilter(types=["session_fault"]), after_seq=0).events
     assert event.event.message == "a\x00b"  # type: ignore[union-attr]
-    assert store.events.load(ApiEventFilter(types=["turn_started"]), after_seq=0).events == []
+    assert store.events.load(ApiEventFilter(types=["turn_started"]), after_seq=0).events == ()

@@ -62,7 +62,7 @@ def test_every_delete_of_events_moves_the_counter(url: str) -> None:
     with Store.open(url) as store:
         store.sessions.delete("a")
         assert counter(url) > moved
-        assert store.events.load(after_seq=0).events == []
+        assert store.events.load(after_seq=0).events == ()
 
 
 def test_on_postgresql_a_delete_notifies_the_followers_at_commit(url: str, backend: str) -> None:
@@ -95,5 +95,5 @@ def test_the_downgrade_removes_the_counter_and_the_upgrade_starts_it_again(url: 
     migrations.upgrade(url)
     assert counter(url) == 0
     with Store.open(url) as store:
-        assert store.events.load(after_seq=0).events == []
+        assert store.events.load(after_seq=0).events == ()
         assert store.events.latest_seq() == 6  # the frontier never moved

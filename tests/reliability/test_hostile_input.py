@@ -16,6 +16,7 @@ session and its activity unchanged. No other exception escapes: no driver error,
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 
@@ -212,8 +213,9 @@ def test_text_given_to_the_services_is_stored_exactly_or_refused(
     # An activity label: a JSON column, and an activity event.
     before = store.events.latest_seq()
     previous = store.activity.get(SESSION)
-    # The label is not validated here (`model_copy`): the service must be the one to refuse it.
-    details = ActivityDetailsFactory.build(turn=True).model_copy(update={"label": text})
+    # The model takes any `str` as a label: the service must be the one to refuse what it
+    # cannot store (a lone surrogate, a label over the size limit).
+    details = dataclasses.replace(ActivityDetailsFactory.build(turn=True), label=text)
     activity = ActivityFactory(busy=True, details=details)
     try:
         appended = store.activity.record([(SESSION, activity)], 1)

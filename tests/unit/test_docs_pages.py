@@ -12,6 +12,7 @@ import re
 import pytest
 from pydantic import BaseModel
 
+from session_journal._values import Value
 from tests.docs import DOCS, README, REPO, headings, nav_pages, relative
 from tools import api_event_page
 
@@ -69,16 +70,16 @@ def test_the_readme_is_short_and_its_links_lead_somewhere() -> None:
 # -- the API event bodies page ---------------------------------------------------------------
 
 
-def _models() -> list[type[BaseModel]]:
+def _models() -> list[type[BaseModel | Value]]:
     """Every model the page is generated from: the bodies, the models their fields name (one
     level after another) and the event and page envelopes."""
     page = api_event_page.Page()
-    found: list[type[BaseModel]] = []
+    found: list[type[BaseModel | Value]] = []
     queue: list[type] = [*api_event_page.bodies(), api_event_page.ApiEvent]
     queue += [api_event_page.ApiEventPage, api_event_page.ApiEventPageBefore]
     while queue:
         model = queue.pop(0)
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or model in found:
+        if not (isinstance(model, type) and issubclass(model, BaseModel | Value)) or model in found:
             continue
         found.append(model)
         for field in model.model_fields.values():
@@ -109,7 +110,7 @@ def test_the_api_event_page_is_what_the_models_give() -> None:
 
 
 @pytest.mark.parametrize("model", _models(), ids=lambda model: model.__name__)
-def test_the_api_event_page_shows_every_field(model: type[BaseModel]) -> None:
+def test_the_api_event_page_shows_every_field(model: type[BaseModel | Value]) -> None:
     section = _section((DOCS / "api" / "events.md").read_text(encoding="utf-8"), model)
     shown = _shown_fields(section)
     expected = set(model.model_fields) - ({"type"} if model in api_event_page.bodies() else set())

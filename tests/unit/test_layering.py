@@ -1,8 +1,8 @@
 """The package's folders are its layers, and an import never goes up. Lowest first:
 
 1. **values** — `errors`, `config`, `records`, `api_events`, `elicitation`, `content_blocks`
-   and the private helpers `_validation`, `_arguments`, `_clock`, `_json_text`, `_compat`:
-   rules and types, no I/O.
+   and the private helpers `_values`, `_validation`, `_arguments`, `_clock`, `_json_text`,
+   `_compat`: rules and types, no I/O.
 2. **domain** — `relay/` (the chain and its projection) and `journal/` (the JSONL files and
    their index rows): no database.
 3. **storage** — `storage/`: engines, the driver seam, the write path, caller-owned
@@ -44,6 +44,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "api_events",
         "elicitation",
         "content_blocks",
+        "_values",
         "_validation",
         "_arguments",
         "_clock",

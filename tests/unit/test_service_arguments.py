@@ -3,6 +3,7 @@ validates again (`revalidate_instances`). No database: the services run on `test
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from typing import Any
 
@@ -20,6 +21,7 @@ from session_journal import (
 )
 from session_journal._arguments import Int64, validate_arguments
 from session_journal._validation import Id
+from session_journal._values import Value
 from session_journal.relay import RelayEvent
 from session_journal.storage.unit_of_work import ReadUnitOfWork, UnitOfWork
 from tests.fakes import FakeServices
@@ -27,8 +29,10 @@ from tests.fakes import FakeServices
 SERVICE_ARGUMENT_MODELS = [SessionRecord, ApiEventFilter, ApiActivityState, RelayEvent]
 
 
-def reachable_models(annotation: Any, seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+def reachable_models(
+    annotation: Any, seen: set[type[BaseModel | Value]]
+) -> set[type[BaseModel | Value]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel | Value):
         if annotation not in seen:
             seen.add(annotation)
             for info in annotation.model_fields.values():
@@ -40,16 +44,21 @@ def reachable_models(annotation: Any, seen: set[type[BaseModel]]) -> set[type[Ba
 
 
 def test_every_model_a_service_receives_is_validated_again_to_the_leaves() -> None:
-    models: set[type[BaseModel]] = set()
+    """A model is validated again when a service receives it; a value (the events' classes)
+    needs not be: it is made validated only and never changes."""
+    models: set[type[BaseModel | Value]] = set()
     for model in SERVICE_ARGUMENT_MODELS:
         reachable_models(model, models)
     assert CheckpointMetadata in models and ApiActivityDetails in models
     lazy = sorted(
         model.__name__
         for model in models
-        if model.model_config.get("revalidate_instances") != "always"
+        if issubclass(model, BaseModel)
+        and model.model_config.get("revalidate_instances") != "always"
     )
     assert lazy == []
+    values = sorted(model.__name__ for model in models if issubclass(model, Value))
+    assert values == ["ApiActivityDetails", "ApiActivityState", "ElicitationRequest"]
 
 
 def test_a_nested_record_built_without_validation_is_refused_with_its_path() -> None:
@@ -62,13 +71,25 @@ def test_a_nested_record_built_without_validation_is_refused_with_its_path() -> 
         InvalidRecord, match=r"^session record 's': checkpoint\.sha256: String should match"
     ):
         services.sessions.save(record)
-    details = ApiActivityDetails.model_construct(kind="busy")  # type: ignore[arg-type]
-    state = ApiActivityState.model_construct(
+    assert services.fake.actions == []
+
+
+def test_a_value_is_made_validated_only_and_never_changes() -> None:
+    """What lets a service take a value as it is: no way to make one unvalidated, or to
+    change one once made."""
+    assert not hasattr(ApiActivityDetails, "model_construct")
+    with pytest.raises(ValidationError, match="kind"):
+        ApiActivityDetails(kind="busy")  # type: ignore[arg-type]
+    details = ApiActivityDetails(kind=ApiActivityKind.IDLE)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        details.kind = "busy"  # type: ignore[misc, assignment]
+    state = ApiActivityState(
         state="x", details=details, is_idle=True, waiting_for_input=False, capacity_retry=False
     )
-    with pytest.raises(InvalidRecord, match=r"^activities\[0\] state: details\.kind: Input"):
-        services.activity.record([("s", state)], 1)
-    assert services.fake.actions == []
+    services = FakeServices()
+    services.sessions.save(SessionRecord(id="s", project_id="p"))
+    services.activity.record([("s", state)], 1)
+    assert services.activity.get("s") == state
 
 
 def test_the_service_receives_a_validated_copy_not_the_callers_instance() -> None:

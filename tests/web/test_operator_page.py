@@ -16,6 +16,7 @@ docs/img/operator-page). On both backends."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import threading
 import time
@@ -139,7 +140,7 @@ def busier(store: Store) -> int:
     working = ApiActivityState(
         state="busy", details=turn, is_idle=False, waiting_for_input=False, capacity_retry=False
     )
-    waiting = working.model_copy(update={"details": None, "waiting_for_input": True})
+    waiting = dataclasses.replace(working, details=None, waiting_for_input=True)
     store.sessions.save(SessionRecord(id="s-3", project_id="p", state=SessionState.RUNNING))
     store.sessions.save(SessionRecord(id="s-4", project_id="p", state=SessionState.RUNNING))
     store.checkpoints.begin(

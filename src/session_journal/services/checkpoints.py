@@ -237,7 +237,7 @@ class CheckpointService:
                 outcome=outcome,
                 reason=reason,
                 message=message,
-                related_command_ids=operation.related_command_ids,
+                related_command_ids=tuple(operation.related_command_ids),
             )
         )
         body = encode_json(ended, "checkpoint result", self._max_bytes)

@@ -129,8 +129,7 @@ class EventService:
         nor is a cursor below it an error: history simply ends there. The page, `latest_seq`
         and `pruned_through` come from one snapshot."""
         latest, pruned, rows = self._rows_before(filter, before_seq, limit, uow)
-        events = decode_events(rows)
-        events.reverse()
+        events = decode_events(rows)[::-1]
         after = events[-1].seq if events else before_seq
         return ApiEventPageBefore(
             events=events, next_before_seq=after, latest_seq=latest, pruned_through=pruned

@@ -131,7 +131,7 @@ class Follower(Iterator[ApiEventPage]):
         if served is None:
             return "database"
         latest, pruned, rows = served
-        events = [row[3] for row in rows]
+        events = tuple(row[3] for row in rows)
         page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
         return self._took(page, generation, events_only, window)
 
@@ -172,7 +172,7 @@ class Follower(Iterator[ApiEventPage]):
             pruned = page.pruned_through
         else:
             latest, pruned, rows = served
-            page = page_after(cursor, latest, [row[3] for row in rows], pruned)
+            page = page_after(cursor, latest, tuple(row[3] for row in rows), pruned)
         return self._checked(cursor, page, pruned)
 
     def _checked(self, cursor: int, page: ApiEventPage, pruned_through: int) -> ApiEventPage:
@@ -242,7 +242,7 @@ def check_not_expired(cursor: int, pruned_through: int) -> None:
 
 
 def page_after(
-    cursor: int, latest: int, events: list[ApiEvent], pruned_through: int = 0
+    cursor: int, latest: int, events: tuple[ApiEvent, ...], pruned_through: int = 0
 ) -> ApiEventPage:
     """The page of `events` read after `cursor` with the frontier `latest`: `next_after_seq`
     is the last event's seq, else `max(latest, cursor)`, so it never moves back and an empty
