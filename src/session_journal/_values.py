@@ -14,7 +14,7 @@ collections.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, NoReturn, Self, TypeVar, cast, dataclass_transform
 
 import pydantic.dataclasses
@@ -50,13 +50,24 @@ class FrozenDict(dict[str, Any]):
         return self
 
 
-def frozen(value: Any) -> Any:
-    """`value` with every `dict` in it a `FrozenDict` and every `list` a tuple."""
-    if isinstance(value, dict):
-        return FrozenDict({key: frozen(item) for key, item in value.items()})
+def frozen(value: Any, max_depth: int) -> Any:
+    """`value`, a JSON value, with every mapping in it a `FrozenDict` and every list a tuple;
+    `ValueError` for anything else (a set, an object, a key that is not a string) or for
+    nesting deeper than `max_depth` levels (a cycle among them)."""
+    if value is None or isinstance(value, str | int | float):  # bool is an int
+        return value
+    if max_depth <= 0:
+        raise ValueError("nests too deep (or refers to itself)")
+    if isinstance(value, Mapping):
+        items = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValueError(f"has a key that is not a string: {key!r}")
+            items[key] = frozen(item, max_depth - 1)
+        return FrozenDict(items)
     if isinstance(value, list | tuple):
-        return tuple(frozen(item) for item in value)
-    return value
+        return tuple(frozen(item, max_depth - 1) for item in value)
+    raise ValueError(f"holds a {type(value).__name__}, which is not a JSON value")
 
 
 _ADAPTERS: dict[type, TypeAdapter[Any]] = {}
@@ -83,33 +94,40 @@ class Value:
     the class's stored form or by field name, dumps, and `model_fields`, as a `BaseModel`
     gives them."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)  # weak references to events work, as they did to models
     model_fields = _Fields()
 
     @classmethod
-    def model_validate(cls, obj: Any) -> Self:
+    def model_validate(cls, obj: Any, *, strict: bool | None = None) -> Self:
         """`obj` (a mapping of its fields, or an instance) validated as this class."""
-        made: Self = _adapter(cls).validate_python(obj)
+        made: Self = _adapter(cls).validate_python(obj, strict=strict)
         return made
 
     @classmethod
-    def model_validate_json(cls, data: str | bytes | bytearray) -> Self:
+    def model_validate_json(
+        cls, data: str | bytes | bytearray, *, strict: bool | None = None
+    ) -> Self:
         """JSON text validated as this class."""
-        made: Self = _adapter(cls).validate_json(data)
+        made: Self = _adapter(cls).validate_json(data, strict=strict)
         return made
 
     def model_dump(
         self,
         *,
         mode: Literal["python", "json"] = "python",
+        include: Any = None,
+        exclude: Any = None,
         by_alias: bool | None = None,
         exclude_defaults: bool = False,
         exclude_none: bool = False,
     ) -> dict[str, Any]:
-        """The value as a `dict` (`mode="json"`: of JSON types only)."""
+        """The value as a `dict` (`mode="json"`: of JSON types only; `"python"` keeps the
+        tuples and read-only mappings it holds)."""
         dumped: dict[str, Any] = _adapter(type(self)).dump_python(
             self,
             mode=mode,
+            include=include,
+            exclude=exclude,
             by_alias=by_alias,
             exclude_defaults=exclude_defaults,
             exclude_none=exclude_none,
@@ -120,6 +138,8 @@ class Value:
         self,
         *,
         indent: int | None = None,
+        include: Any = None,
+        exclude: Any = None,
         by_alias: bool | None = None,
         exclude_defaults: bool = False,
         exclude_none: bool = False,
@@ -130,6 +150,8 @@ class Value:
             .dump_json(
                 self,
                 indent=indent,
+                include=include,
+                exclude=exclude,
                 by_alias=by_alias,
                 exclude_defaults=exclude_defaults,
                 exclude_none=exclude_none,

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
-from ._validation import describe
+from ._validation import MAX_DEPTH, describe
 from ._values import Value, frozen, immutable
 from .errors import InvalidRecord
 
@@ -69,6 +69,11 @@ ElicitationResponse = Annotated[Accept | Decline | Cancel, Field(discriminator="
 """The answer to an elicitation: `Accept(content)`, `Decline()` or `Cancel()`."""
 
 
+def _frozen_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    frozen_schema: Mapping[str, Any] = frozen(schema, MAX_DEPTH)
+    return frozen_schema
+
+
 @immutable
 class ElicitationRequest(Value):
     """A form question: a message and a flat JSON object schema describing the answer."""
@@ -81,7 +86,7 @@ class ElicitationRequest(Value):
     mode: Literal["form"] = "form"
     message: str
     requested_schema: Annotated[
-        Mapping[str, Any], AfterValidator(_check_schema), AfterValidator(frozen)
+        Mapping[str, Any], AfterValidator(_check_schema), AfterValidator(_frozen_schema)
     ]
 
     @classmethod

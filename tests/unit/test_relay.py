@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
+import pickle
+import weakref
+from types import MappingProxyType
 
 import pytest
 from pydantic import ValidationError
 
 from session_journal import InvalidRecord, TurnResultKind
+from session_journal._values import FrozenDict
 from session_journal.relay import (
     Accept,
     AgentMessage,
@@ -210,3 +215,55 @@ def test_from_acp_params_refuses_anything_but_a_flat_form(
         ElicitationRequest.from_acp_params("question-1", params)
     with pytest.raises(InvalidRecord, match="params must be an object"):
         ElicitationRequest.from_acp_params("question-1", "form")  # type: ignore[arg-type]
+
+
+def _deep(levels: int) -> dict[str, object]:
+    nested: dict[str, object] = {}
+    for _ in range(levels):
+        nested = {"x": nested}
+    return nested
+
+
+def _cyclic() -> dict[str, object]:
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    return loop
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (_deep(100), "nests too deep"),
+        (_cyclic(), "nests too deep"),
+        ({"tags": {"a", "b"}}, "holds a set, which is not a JSON value"),
+        ({1: "one"}, "has a key that is not a string"),
+    ],
+    ids=["nested 100 deep", "refers to itself", "a set", "a key not a string"],
+)
+def test_a_schema_that_is_not_json_is_refused(extra: object, message: str) -> None:
+    """What a question's schema may hold is what its stored JSON can: hostile input is an
+    `InvalidRecord`, never a `RecursionError` or a value that stays changeable."""
+    schema = {**SCHEMA, "x-extra": extra}
+    with pytest.raises(InvalidRecord, match=message):
+        ElicitationRequest.from_acp_params(
+            "question-1", {"sessionId": "s", "message": "m", "requestedSchema": schema}
+        )
+
+
+def test_a_schema_is_a_frozen_copy_of_any_mapping_given() -> None:
+    properties = {"dir": {"type": "string", "enum": ["src", "tests"]}}
+    view = MappingProxyType(properties)  # a live view of the caller's dict
+    request = ElicitationRequest(
+        id="q", session_id="s", message="m", requested_schema={"type": "object", "properties": view}
+    )
+    properties["dir"] = {"type": "boolean"}  # the caller changes its own dict afterwards
+    assert request.requested_schema == {
+        "type": "object",
+        "properties": {"dir": {"type": "string", "enum": ("src", "tests")}},
+    }
+    assert isinstance(request.requested_schema["properties"], FrozenDict)
+    assert pickle.loads(pickle.dumps(request)) == request
+    assert json.loads(request.model_dump_json())["requested_schema"]["properties"] == {
+        "dir": {"type": "string", "enum": ["src", "tests"]}
+    }
+    assert weakref.ref(request)() is request

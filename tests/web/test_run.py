@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -40,20 +41,28 @@ settings = WebSettings(tokens={{"{token}": None}})
 app = FastAPI()
 app.mount("/journal", create_app(store, settings))
 app.mount("/team", Router(routes=[Mount("/feed", app=create_app(store, settings))]))
-run(app, host="127.0.0.1", port={port}, log_level="warning")
+run(app, host="127.0.0.1", port={port}, log_level="warning"{options})
 store.close()
 print("run returned; the store closed", flush=True)
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "stop",
+    [signal.SIGTERM, signal.SIGINT, None],
+    ids=["SIGTERM", "SIGINT", "uvicorn's limit_max_requests"],
+)
 def test_an_application_mounting_feeds_stops_within_3_s_every_stream_told(
-    migrated_url: str, tmp_path: Path, stop: signal.Signals
+    migrated_url: str, tmp_path: Path, stop: signal.Signals | None
 ) -> None:
+    """However uvicorn is asked to stop (`None`: it stops itself once one request has been
+    answered, a `/healthz` after the streams opened), the streams are told first."""
     port = free_port()
     script = tmp_path / "application.py"
-    script.write_text(textwrap.dedent(APPLICATION.format(token=ADMIN, port=port)))
+    options = ", limit_max_requests=1" if stop is None else ""
+    source = APPLICATION.format(token=ADMIN, port=port, options=options)
+    script.write_text(textwrap.dedent(source))
     process = subprocess.Popen(
         [sys.executable, str(script), migrated_url],
         stdout=subprocess.PIPE,
@@ -84,8 +93,11 @@ def test_an_application_mounting_feeds_stops_within_3_s_every_stream_told(
         for follower in followers:
             follower.start()
         ready.wait()
-        process.send_signal(stop)
         stopped = time.monotonic()
+        if stop is None:
+            httpx.get(f"http://127.0.0.1:{port}/journal/healthz").raise_for_status()
+        else:
+            process.send_signal(stop)
         output, _ = process.communicate(timeout=10)
         elapsed = time.monotonic() - stopped
         for follower in followers:
@@ -145,7 +157,24 @@ def test_calls_that_cannot_serve_are_refused_before_serving(writer: Store) -> No
         )
         assert refused(app, reload=True) == "run: reload is not an option of run"
         assert refused(app, workers=2) == "run: workers is not an option of run"
-        assert refused(app, colour="yes").startswith("run: ")  # not uvicorn.Config's
+        assert refused(app, colour="yes").startswith("run: TypeError: ")  # not Config's
+        assert refused(app, uds="/tmp/x.sock") == "run: uds is not an option of run"
+        assert refused(app, log_level="loud").startswith("run: KeyError: ")
+        assert refused(app, ssl_certfile="/no/such.pem", ssl_keyfile="/no/such.key").startswith(
+            "run: FileNotFoundError: "
+        )
+        assert refused(app, timeout_graceful_shutdown="soon") == (
+            "run: timeout_graceful_shutdown must be seconds, got 'soon'"
+        )
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            with pytest.raises(InvalidRecord) as in_use:
+                run(app, port=port)
+        assert str(in_use.value) == (
+            f"serve cannot listen on 127.0.0.1:{port}: address already in use"
+        )
 
         async def inside_a_loop() -> str:
             return refused(app)
@@ -161,3 +190,4 @@ def test_calls_that_cannot_serve_are_refused_before_serving(writer: Store) -> No
     finally:
         asyncio.run(_shut(app))
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == handlers
+    assert refused(app) == "run: a feed of app was shut down already (shutdown_streams)"

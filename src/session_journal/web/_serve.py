@@ -160,7 +160,7 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
             server_header=False,
         )
         logging.getLogger("uvicorn.access").addFilter(_QueryStripped())
-        server = uvicorn.Server(config)
+        server = _feed_server(uvicorn, config, [app])
         page = partial(page_line, args=args, tokens=tokens)
 
         def started(addresses: list[str]) -> None:
@@ -168,7 +168,7 @@ def serve_command(url: str, args: argparse.Namespace) -> int:
                 print(f"session-journal: serving on {address}", flush=True)
                 print(page(address), flush=True)
 
-        asyncio.run(_run(server, [app], stopping, started, sockets))
+        asyncio.run(_run(server, stopping, started, sockets))
     finally:
         signal.signal(signal.SIGTERM, previous)
         for sock in sockets:
@@ -208,25 +208,20 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
 
 async def _run(
     server: Any,
-    feeds: list[Any],
     stopping: list[int],
     started: Callable[[list[str]], None],
     sockets: list[socket.socket] | None,
 ) -> None:
-    watcher = asyncio.create_task(_watch(server, feeds, stopping, started))
+    watcher = asyncio.create_task(_watch(server, stopping, started))
     try:
         await server.serve(sockets=sockets)
     finally:
         watcher.cancel()
 
 
-async def _watch(
-    server: Any, feeds: list[Any], stopping: list[int], started: Callable[[list[str]], None]
-) -> None:
-    """Once started, call `started` with the addresses it listens on; when asked to stop,
-    close every stream of `feeds` first (a server waits for open responses, and a stream never
-    ends by itself). A signal that came before uvicorn's own handler was in place (`stopping`)
-    stops it too."""
+async def _watch(server: Any, stopping: list[int], started: Callable[[list[str]], None]) -> None:
+    """Once started, call `started` with the addresses it listens on. A signal that came
+    before uvicorn's own handler was in place (`stopping`) stops it too."""
     while not server.started and not server.should_exit:
         if stopping:  # as if it had come to uvicorn's own handler
             server.handle_exit(stopping[0], None)
@@ -241,9 +236,6 @@ async def _watch(
                 shown = f"[{host}]" if ":" in host else host
                 addresses.append(f"http://{shown}:{port}")
         started(addresses)
-    while not server.should_exit:
-        await asyncio.sleep(0.05)
-    await asyncio.gather(*(shutdown_streams(feed) for feed in feeds))
     sys.stdout.flush()
 
 
@@ -264,18 +256,27 @@ def run(app: Any, *, host: str = "127.0.0.1", port: int = 8765, **uvicorn_option
     and `Mount.app`, recursively); on the stop every stream of each gets `event: shutdown` and
     is closed within a second, and `run` returns within about 2 s (uvicorn's
     `timeout_graceful_shutdown`, 2 unless given). `uvicorn_options` are `uvicorn.Config`'s
-    (`log_level`, `ssl_certfile`, ...). Call it from the main thread, outside an event loop.
-    `InvalidRecord`, before serving: no app of `create_app` found, an option `uvicorn.Config`
-    refuses or that only `uvicorn.run` reads (`reload`, `workers`), the wrong thread."""
+    (`log_level`, `ssl_certfile`, `loop`, ...). Call it from the main thread, outside an event
+    loop. `InvalidRecord`, before serving: no app of `create_app` found or one already shut
+    down, an address it cannot listen on, an option `uvicorn.Config` refuses or one `run`
+    does not take (`reload` and `workers`, which only `uvicorn.run` reads; `uds` and `fd`: it
+    listens on `host` and `port`), the wrong thread; and if the application does not start
+    (its lifespan failed: uvicorn's log says why)."""
     uvicorn = _uvicorn("session_journal.web.run")
     feeds = feeds_of(app)
     if not feeds:
         raise InvalidRecord(
             "run: app neither is nor mounts an app made by session_journal.web.create_app"
         )
-    refused = sorted({"reload", "workers", "app", "host", "port"} & uvicorn_options.keys())
+    if any(feed.state.session_journal_hub.shutting_down for feed in feeds):
+        raise InvalidRecord("run: a feed of app was shut down already (shutdown_streams)")
+    options = {"timeout_graceful_shutdown": 2, **uvicorn_options}
+    refused = sorted({"reload", "workers", "uds", "fd", "app", "host", "port"} & options.keys())
     if refused:
         raise InvalidRecord(f"run: {', '.join(refused)} is not an option of run")
+    grace = options["timeout_graceful_shutdown"]
+    if grace is not None and (not isinstance(grace, int | float) or isinstance(grace, bool)):
+        raise InvalidRecord(f"run: timeout_graceful_shutdown must be seconds, got {grace!r}")
     if threading.current_thread() is not threading.main_thread():
         raise InvalidRecord("run: call it from the main thread (it handles SIGTERM and SIGINT)")
     try:
@@ -284,11 +285,13 @@ def run(app: Any, *, host: str = "127.0.0.1", port: int = 8765, **uvicorn_option
         pass
     else:
         raise InvalidRecord("run: called inside an event loop; it runs one of its own")
-    options = {"timeout_graceful_shutdown": 2, **uvicorn_options}
     try:
         config = uvicorn.Config(app, host=host, port=port, **options)
-    except TypeError as error:
-        raise InvalidRecord(f"run: {error}") from None
+        config.load()  # the options' files and names: refused here, not once serving
+        loop_factory = config.get_loop_factory()
+    except Exception as error:
+        raise InvalidRecord(f"run: {type(error).__name__}: {error}") from None
+    sockets = listening_sockets(host.strip("[]"), port)
     stopping: list[int] = []
 
     def flag(signum: int, frame: FrameType | None) -> None:
@@ -298,7 +301,34 @@ def run(app: Any, *, host: str = "127.0.0.1", port: int = 8765, **uvicorn_option
     # process dying, so that the caller closes what it opened.
     previous = {sig: signal.signal(sig, flag) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        asyncio.run(_run(uvicorn.Server(config), feeds, stopping, lambda _: None, None))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            server = _feed_server(uvicorn, config, feeds)
+            runner.run(_run(server, stopping, _log_started, sockets))
+    except SystemExit as exit:  # uvicorn's when the application's lifespan failed to start
+        raise InvalidRecord(f"run: the application did not start (exit {exit.code})") from None
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        for sock in sockets:
+            sock.close()
+
+
+def _log_started(addresses: list[str]) -> None:
+    """What uvicorn logs once it listens, which it leaves out on sockets bound before it."""
+    for address in addresses:
+        logging.getLogger("uvicorn.error").info(
+            "Uvicorn running on %s (Press CTRL+C to quit)", address
+        )
+
+
+def _feed_server(uvicorn: Any, config: Any, feeds: list[Any]) -> Any:
+    """A uvicorn `Server` of `config` whose shutdown first closes every stream of `feeds`
+    (`shutdown_streams`): however it stops (a signal, a second Ctrl-C, `limit_max_requests`),
+    before it waits for open responses, which a stream never ends by itself."""
+
+    class FeedServer(uvicorn.Server):  # type: ignore[misc]
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await asyncio.gather(*(shutdown_streams(feed) for feed in feeds))
+            await super().shutdown(sockets=sockets)
+
+    return FeedServer(config)
