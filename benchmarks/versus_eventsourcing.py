@@ -262,7 +262,7 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
         while target.max_notification_id() < log_events:
             batch = min(5_000, log_events - target.max_notification_id())
             target.insert_events([aggregates.next_event() for _ in range(batch)])
-        plain = recorder(backend, backend.fresh_url("theirs-json"))
+        plain = recorder(backend, backend.fresh_url("theirs_json"))
         fill_theirs(plain, [BODY], log_events)
         ours = partial(ours_catch_up, store)
         rates = partial(compare, ours, partial(theirs_json_catch_up, plain), 5, scale.min_seconds)
@@ -270,11 +270,11 @@ def run_backend(backend: Backend, scale: Scale, log_events: int) -> list[Row]:
         theirs = partial(theirs_catch_up, target, aggregates.mapper)
         rates = partial(compare, ours, theirs, 5, scale.min_seconds)
         rows.append(measure(backend.name, "typed catch-up / Mapper", "mapper", GOALS, rates))
-    with open_store(backend.fresh_url("ours-mixed"), scale) as store:
+    with open_store(backend.fresh_url("ours_mixed"), scale) as store:
         bodies = mixed_bodies()
         api_append(store, sessions, len(sessions))  # the sessions
         fill(store, sessions, bodies, log_events)
-        plain = recorder(backend, backend.fresh_url("theirs-mixed"))
+        plain = recorder(backend, backend.fresh_url("theirs_mixed"))
         fill_theirs(plain, bodies, log_events)
         ours = partial(ours_catch_up, store)
         rates = partial(compare, ours, partial(theirs_json_catch_up, plain), 5, scale.min_seconds)
