@@ -387,6 +387,9 @@ def test_a_caller_interrupted_while_queued_withdraws_its_call(store: Store) -> N
     holder = threading.Thread(target=hold)
     holder.start()
     assert inside.wait(30)
+    # Python's own handler, whatever the suite inherited (a shell's background job ignores
+    # SIGINT, and Python then leaves it ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupt = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     interrupt.start()
     try:
@@ -394,6 +397,7 @@ def test_a_caller_interrupted_while_queued_withdraws_its_call(store: Store) -> N
             store.faults.record_startup_fault("a", "withdrawn")
     finally:
         interrupt.cancel()
+        signal.signal(signal.SIGINT, previous)
         release.set()
         holder.join(30)
     assert store._database.write_path.queued() == 0
