@@ -18,6 +18,7 @@ from session_journal import Store
 from session_journal.aio import AsyncStore
 from tests.asyncapi import LoopThread, SyncOverAsync
 from tests.backends import (
+    NOTICES,
     database_url,
     migrated_database_url,
     migrated_template,
@@ -43,6 +44,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.postgresql)
         elif not item.get_closest_marker("sqlite"):
             item.add_marker(pytest.mark.sqlite)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Tell what setup the run fell back to (`tests.backends.NOTICES`)."""
+    for notice in NOTICES:
+        terminalreporter.write_line(notice, yellow=True)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -7,13 +7,11 @@ when it ends: the batch is then exactly the calls queued, in order.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import sqlite3
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,7 +31,7 @@ from session_journal import (
 )
 from session_journal.storage import write_path as write_path_module
 from tests.factories import SessionFactory, SessionFaultFactory
-from tests.helpers import bodies
+from tests.helpers import bodies, left_for_the_collector
 
 
 class Caller(threading.Thread):
@@ -442,10 +440,7 @@ def test_closing_the_store_from_a_function_the_write_path_runs_does_not_hang(
     assert closer.outcome == "closed"
     # Its connection was closed, not left in the pool of the disposed engine for the garbage
     # collector (psycopg warns of a connection deleted while open: an error in this suite).
-    with warnings.catch_warnings(record=True) as left_open:
-        warnings.simplefilter("always")
-        gc.collect()
-    assert [str(each.message) for each in left_open] == []
+    assert left_for_the_collector() == []
     with Store.open(store.url) as reopened:
         assert bodies(reopened) == [SessionFaultFactory(message="committed before the close")]
 

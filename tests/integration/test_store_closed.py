@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 import pytest
+import sqlalchemy as sa
 
 from session_journal import SessionState, Store, StoreClosed
 from tests.factories import ActivityFactory, SessionFactory
+from tests.helpers import left_for_the_collector
 
 pytestmark = pytest.mark.both_apis
 
@@ -63,3 +67,47 @@ def test_leaving_the_with_block_closes_the_store(migrated_url: str) -> None:
         assert store.events.latest_seq() == 0
     with pytest.raises(StoreClosed):
         store.events.latest_seq()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+@pytest.mark.parametrize(
+    ("table", "read", "answer"),
+    [
+        pytest.param(
+            "sessions", lambda store: store.sessions.get("session-1"), None, id="a transaction"
+        ),
+        pytest.param(
+            "event_sequences", lambda store: store.events.latest_seq(), 0, id="one statement"
+        ),
+    ],
+)
+def test_a_read_in_progress_when_the_store_closes_closes_its_connection(
+    migrated_url: str, table: str, read: Callable[[Store], object], answer: object
+) -> None:
+    """The read, waiting for a lock when the store closes, ends with its answer; its connection
+    is then closed, not given back to the pool of the engine the close disposed, where no one
+    would close it (psycopg warns of it when it is collected)."""
+    store = Store.open(migrated_url)
+    outcome: list[object] = []
+    reader = threading.Thread(target=lambda: outcome.append(read(store)))
+    locker = sa.create_engine(migrated_url)
+    try:
+        with locker.connect() as lock:
+            lock.execute(sa.text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+            reader.start()
+            waiting = sa.text(
+                "SELECT count(*) FROM pg_locks"
+                " WHERE NOT granted AND relation = CAST(:table AS regclass)"
+            )
+            deadline = time.monotonic() + 30
+            while lock.execute(waiting, {"table": table}).scalar_one() == 0:
+                assert time.monotonic() < deadline, "the read never waited for the lock"
+                time.sleep(0.01)
+            store.close()
+            lock.rollback()  # the lock is released: the read goes on
+        reader.join(30)
+    finally:
+        store.close()  # closing again does nothing
+        locker.dispose()
+    assert outcome == [answer]
+    assert left_for_the_collector() == []

@@ -290,7 +290,6 @@ def test_a_failed_truncate_does_not_glue_the_rewrite_to_the_half_line(
     assert read_events(writer.events_path) == expected_json(envelopes)
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_max_buffered_zero_is_refused_or_drops_without_killing_the_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

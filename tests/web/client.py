@@ -130,7 +130,11 @@ class LiveServer:
         )
         shown = f"[{host}]" if ":" in host else host
         self.base = f"http://{shown}:{self.port}"
-        self._wait_until_serving()
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.close()  # a server that did not start leaves neither its process nor its log
+            raise
 
     def _wait_until_serving(self) -> None:
         deadline = time.monotonic() + 30
@@ -188,9 +192,13 @@ class ThreadServer:
         )
         self._thread.start()
         deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.02)
+        try:
+            while not self.server.started:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.02)
+        except BaseException:
+            self.close()  # a server that did not start leaves neither its thread nor its loop
+            raise
 
     def close(self) -> None:
         self.server.handle_exit(signal.SIGTERM, None)  # what uvicorn does on SIGTERM

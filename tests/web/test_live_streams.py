@@ -91,55 +91,57 @@ def test_a_stream_resumes_exactly_across_cuts_and_a_restart(
     threading.Thread(target=append, daemon=True).start()
     deadline = time.monotonic() + 90
     expected: list[int] | None = None
-    while time.monotonic() < deadline:
-        if appended.is_set() and expected is None:
-            expected = [e.seq for e in _all(writer, wanted, after=2)]
-            latest = writer.events.latest_seq()
-        if (
-            expected is not None
-            and received == expected
-            and (wanted == ApiEventFilter() or (progress and progress[-1] == latest))
-        ):
-            break
-        if restarted == 0 and len(received) >= 30:  # a restart midway: the same port
-            assert server[0].terminate() == 0
-            server[0].close()
-            server[0] = LiveServer(
-                migrated_url, tmp_path, token_lines=TOKEN_LINES, port=server[0].port
-            )
-            restarted = 1
-        headers = bearer(token)
-        path = f"/api/events/stream?after_seq=2{query}"
-        if cursor is not None:
-            headers["Last-Event-ID"] = str(cursor)  # wins over after_seq
-        taken = 0
-        try:
-            for frame in stream_frames(server[0].base, path, headers, read_s=5):
-                if frame.event == "ready":
-                    readies.append(json.loads(frame.fields["data"]))
-                elif frame.event == "api_event":
-                    seq = int(frame.fields["id"])
-                    assert json.loads(frame.fields["data"])["seq"] == seq
-                    assert not received or seq > received[-1], (received[-3:], seq)
-                    received.append(seq)
-                    cursor = seq
-                    taken += 1
-                elif frame.event == "progress":
-                    scanned = json.loads(frame.fields["data"])["scanned_through"]
-                    assert int(frame.fields["id"]) == scanned
-                    progress.append(scanned)
-                    cursor = scanned
-                    break
-                elif frame.event == "shutdown":
-                    shutdowns += 1
-                    break
-                if taken == 23:  # cut the connection every 23 events
-                    break
-                if expected is not None and received == expected and wanted == ApiEventFilter():
-                    break
-        except httpx.TransportError:
-            time.sleep(0.05)  # the server restarts: try again
-    server[0].close()
+    try:  # the restarted server is this test's to close, also when it fails
+        while time.monotonic() < deadline:
+            if appended.is_set() and expected is None:
+                expected = [e.seq for e in _all(writer, wanted, after=2)]
+                latest = writer.events.latest_seq()
+            if (
+                expected is not None
+                and received == expected
+                and (wanted == ApiEventFilter() or (progress and progress[-1] == latest))
+            ):
+                break
+            if restarted == 0 and len(received) >= 30:  # a restart midway: the same port
+                assert server[0].terminate() == 0
+                server[0].close()
+                server[0] = LiveServer(
+                    migrated_url, tmp_path, token_lines=TOKEN_LINES, port=server[0].port
+                )
+                restarted = 1
+            headers = bearer(token)
+            path = f"/api/events/stream?after_seq=2{query}"
+            if cursor is not None:
+                headers["Last-Event-ID"] = str(cursor)  # wins over after_seq
+            taken = 0
+            try:
+                for frame in stream_frames(server[0].base, path, headers, read_s=5):
+                    if frame.event == "ready":
+                        readies.append(json.loads(frame.fields["data"]))
+                    elif frame.event == "api_event":
+                        seq = int(frame.fields["id"])
+                        assert json.loads(frame.fields["data"])["seq"] == seq
+                        assert not received or seq > received[-1], (received[-3:], seq)
+                        received.append(seq)
+                        cursor = seq
+                        taken += 1
+                    elif frame.event == "progress":
+                        scanned = json.loads(frame.fields["data"])["scanned_through"]
+                        assert int(frame.fields["id"]) == scanned
+                        progress.append(scanned)
+                        cursor = scanned
+                        break
+                    elif frame.event == "shutdown":
+                        shutdowns += 1
+                        break
+                    if taken == 23:  # cut the connection every 23 events
+                        break
+                    if expected is not None and received == expected and wanted == ApiEventFilter():
+                        break
+            except httpx.TransportError:
+                time.sleep(0.05)  # the server restarts: try again
+    finally:
+        server[0].close()
     assert expected is not None and received == expected, (
         shape,
         len(received),

@@ -135,11 +135,29 @@ class Database:
     @contextmanager
     def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
         """A reader connection, refused once the store is closed. Checked again after the
-        connect: a read that began while `dispose()` ran must not bring a connection back."""
+        connect: a read that began while `dispose()` ran must not bring a connection back.
+        One that comes back after the store closed (a read or a snapshot in progress then) is
+        closed, see `_closing_if_closed`."""
         self._check_open(action)
-        with self.reader.connect() as connection:
+        with (
+            self.reader.connect() as connection,
+            self._closing_if_closed(connection.invalidate),
+        ):
             self._check_open(action)
             yield connection
+
+    @contextmanager
+    def _closing_if_closed(self, invalidate: Callable[[], None]) -> Iterator[None]:
+        """Around the use of a reader connection: if the store closed meanwhile, `invalidate`
+        it (SQLAlchemy's `invalidate`: its driver connection is closed now) before it goes
+        back. The close disposed the reader engine, and a connection checked in afterwards
+        goes to the pool it replaced, which no one ever closes: the connection would stay
+        open until the garbage collector found it (psycopg warns then)."""
+        try:
+            yield
+        finally:
+            if self._closed:
+                invalidate()
 
     @contextmanager
     def reading(
@@ -199,7 +217,10 @@ class Database:
             return
         with translate_errors(action):
             self._check_open(action)
-            with driver.pooled(self.reader) as connection:
+            with (
+                driver.pooled(self.reader) as connection,
+                self._closing_if_closed(connection.connection.invalidate),
+            ):
                 self._check_open(action)
                 yield LogRead(connection, self.options)
 
