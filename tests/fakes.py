@@ -39,7 +39,7 @@ from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
-from session_journal.storage.protocols import ReadContext, Transactions, WriteContext
+from session_journal.storage.protocols import LoneWrite, ReadContext, Transactions, WriteContext
 from session_journal.storage.repositories import LogVersion, StoredLifecycle, StoredProjection
 from session_journal.storage.unit_of_work import run_after_commit
 from session_journal.storage.wakeups import CommitSignal
@@ -476,6 +476,10 @@ class FakeTransactions:
             self.signal.pulse()
             run_after_commit(uow.waiting)
         return result
+
+    def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:
+        # No short path in memory: a lone write is its work on a unit of work.
+        return self.submit(write.run, action, uow)
 
     def commit_signal(self) -> CommitSignal:
         return self.signal

@@ -99,12 +99,12 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
     assert (refused.value.current, refused.value.target) == (
-        "0010_event_types",
+        "0011_lone_append",
         "0001_initial",
     )
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0010_event_types to 0001_initial would lose data: "
+        "downgrading from 0011_lone_append to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -121,7 +121,7 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "and projection state"
     )
     with pytest.raises(DataLossRefused) as refused:
-        migrations.downgrade(url, "-5")
+        migrations.downgrade(url, "-6")
     assert (refused.value.target, refused.value.losses) == (
         "0005_relay_projection",
         LOSSES_TO_0001[:1],
@@ -247,7 +247,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0010_event_types to 0001_initial would lose data: "
+        "downgrading from 0011_lone_append to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

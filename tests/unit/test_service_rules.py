@@ -72,7 +72,7 @@ def checkpoint_ended(
             outcome=outcome,
             reason=reason,
             message=message,
-            related_command_ids=related or [],
+            related_command_ids=tuple(related or ()),
         )
     )
 

@@ -6,6 +6,7 @@ from .._arguments import Passed, validate_arguments
 from .._clock import now_ms
 from .._validation import Id, encode_json
 from ..api_events import OutcomeReason, SessionFault
+from ..storage.lone import AppendIfSessionExists
 from ..storage.protocols import Transactions, WriteContext
 
 
@@ -23,10 +24,7 @@ class FaultService:
         An unknown session writes nothing."""
         fault = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message=message)
         body = encode_json(fault, "startup fault", self._transactions.options.max_body_bytes)
-
-        def work(uow: WriteContext) -> bool:
-            appended = uow.events.append_if_session_exists(session_id, now_ms(), body)
-            uow.commit()
-            return appended
-
-        return self._transactions.submit(work, f"record startup fault of {session_id!r}", uow)
+        append = AppendIfSessionExists(session_id, now_ms(), body)
+        return self._transactions.submit_lone(
+            append, f"record startup fault of {session_id!r}", uow
+        )

@@ -15,6 +15,7 @@ from ..config import StoreOptions
 from ..errors import InvalidRecord, StoreClosed
 from . import bound, driver
 from .engines import create_engine, translate_errors
+from .protocols import LoneWrite
 from .snapshot import SnapshotTransactions
 from .unit_of_work import LogRead, ReadUnitOfWork, UnitOfWork
 from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
@@ -81,6 +82,15 @@ class Database:
             return self._own(uow, action).run_nested(fn, action)
         self._forget_parent_after_fork()
         return self.write_path.submit(fn, action)
+
+    def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:
+        """Run a lone write (see `lone.py`): by itself on the write path's short path when no
+        one else writes (`WritePath.submit_lone`), else in the next batch; with `uow`, inside
+        that unit of work, as `submit` runs `write.run`."""
+        if uow is not None:
+            return self._own(uow, action).run_nested(write.run, action)
+        self._forget_parent_after_fork()
+        return self.write_path.submit_lone(write, action)
 
     def _own(self, uow: object, action: str) -> UnitOfWork:
         """`uow` if it is a live unit of work of this store; `InvalidRecord` (not a unit of

@@ -181,10 +181,14 @@ def begin_read(connection: sa.Connection) -> None:
 def begin_write(connection: sa.Connection) -> None:
     """Begin a write transaction unless one is open: on SQLite `BEGIN IMMEDIATE` (the write
     lock, taken now, so a writer waits for it up front instead of failing halfway); psycopg
-    begins by itself at the first statement."""
+    begins by itself at the first statement, once the connection left the autocommit a lone
+    write left it in (`begin_lone`)."""
     dbapi = _dbapi(connection)
-    if isinstance(dbapi, sqlite3.Connection) and not dbapi.in_transaction:
-        dbapi.execute(_BEGIN_IMMEDIATE)
+    if isinstance(dbapi, sqlite3.Connection):
+        if not dbapi.in_transaction:
+            dbapi.execute(_BEGIN_IMMEDIATE)
+    elif dbapi.autocommit:
+        dbapi.autocommit = False
 
 
 def commit(connection: sa.Connection) -> None:
@@ -294,6 +298,89 @@ def rollback_nested(connection: sa.Connection) -> None:
     dbapi = _dbapi(connection)
     dbapi.execute(_NESTED_ROLLBACK_TO).close()
     dbapi.execute(_NESTED_RELEASE).close()
+
+
+# --- Lone writes (the write path's short path, `lone.py`) ------------------------------------
+
+
+class Prepared:
+    """A statement of a lone write, compiled once (per engine: the write path keeps its lone
+    statements) and run on the write connection's driver connection with its arguments given
+    in a fixed order (`order`), with no dictionary, cache lookup or SQLAlchemy object per run.
+    Its constant binds keep the values the statement was built with."""
+
+    __slots__ = ("_constants", "_slots", "sql")
+
+    def __init__(self, dialect: Dialect, statement: sa.Executable, order: tuple[str, ...]) -> None:
+        if not dialect.positional:  # psycopg: compiled for positional parameters (`%s`), which
+            dialect = _positional(type(dialect))  # it takes as a plain tuple
+        sql, positions, defaults = _compiled(dialect, statement)
+        self.sql = sql
+        assert positions is not None
+        unknown = set(order) - set(positions)
+        if unknown:
+            raise ValueError(f"{sorted(unknown)} are not parameters of {sql!r}")
+        self._constants: list[Any] | None = None  # the arguments are the parameters
+        self._slots: tuple[int, ...] = ()
+        if tuple(positions) != order:  # constants in place, each argument put where it goes
+            self._constants = [defaults.get(key) for key in positions]
+            self._slots = tuple(order.index(key) if key in order else -1 for key in positions)
+
+    def _values(self, args: tuple[Any, ...]) -> Any:
+        if self._constants is None:
+            return args
+        values = list(self._constants)
+        for position, index in enumerate(self._slots):
+            if index >= 0:
+                values[position] = args[index]
+        return values
+
+    def first(self, dbapi: Any, args: tuple[Any, ...] = ()) -> Any:
+        """Run the statement; its first row (`None` if it returned none)."""
+        cursor = dbapi.cursor()
+        try:
+            cursor.execute(self.sql, self._values(args))
+            return cursor.fetchone()
+        finally:
+            cursor.close()  # a statement must not outlive the call in a traceback
+
+    def run(self, dbapi: Any, args: tuple[Any, ...] = ()) -> None:
+        """Run the statement, reading nothing back."""
+        dbapi.cursor().execute(self.sql, self._values(args)).close()
+
+
+def _positional(kind: type[Dialect]) -> Dialect:
+    """A dialect of `kind` that compiles positional parameters (`%s`: DBAPI's "format")."""
+    made: Dialect = kind(paramstyle="format")  # type: ignore[call-arg]
+    return made
+
+
+def dbapi_of(connection: sa.Connection) -> Any:
+    """The driver connection under a connection of the write path, for `Prepared` statements
+    and `begin_lone`/`commit_lone` (see `_dbapi`)."""
+    return _dbapi(connection)
+
+
+def begin_lone(dbapi: Any) -> None:
+    """Begin the transaction of a lone write on the write path's idle connection: on SQLite
+    `BEGIN IMMEDIATE`; on PostgreSQL nothing is sent: the connection is in autocommit (a
+    client-side switch, made here unless the last lone write left it so), so the write's one
+    statement is its own transaction, begun and committed with it in one round trip.
+    `begin_write` switches it back for the next batch. Made on the driver connection, not
+    through SQLAlchemy's execution options (with those the write path would discard the
+    connection after the call, see `WritePath._keep`)."""
+    if isinstance(dbapi, sqlite3.Connection):
+        dbapi.execute(_BEGIN_IMMEDIATE)
+    elif not dbapi.autocommit:
+        dbapi.autocommit = True
+
+
+def commit_lone(dbapi: Any) -> None:
+    """End the transaction of a lone write that succeeded: SQLite commits; on PostgreSQL the
+    statement committed by itself. A lone write that failed is not ended here: the write path
+    discards its connection."""
+    if isinstance(dbapi, sqlite3.Connection):
+        dbapi.commit()
 
 
 def prepare_for_wakeups(driver_connection: Any) -> None:

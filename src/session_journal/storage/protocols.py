@@ -15,7 +15,7 @@ import builtins
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..api_events import ApiEventFilter, StoredRow
 from ..config import StoreOptions
@@ -36,6 +36,7 @@ from .repositories.events import LogVersion
 from .wakeups import CommitSignal
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
 # --- The repositories as the services use them ------------------------------------------------
@@ -392,6 +393,21 @@ class WriteContext(Protocol):
         ...
 
 
+class LoneWrite(Protocol[T_co]):
+    """A write whose statements and arguments are fixed before its transaction (`lone.py`):
+    what to run, as data, for the write path's two ways of running it."""
+
+    def run(self, uow: WriteContext) -> T_co:
+        """The work on a unit of work, committed with `uow.commit()` (a batch's, or a caller's
+        unit of work)."""
+        ...
+
+    def run_alone(self, statements: Any, dbapi: Any) -> T_co:
+        """The same work by itself: the engine's `lone.LoneStatements` run on the write
+        connection's driver connection, in the transaction the write path began."""
+        ...
+
+
 class Transactions(Protocol):
     """What a service needs of a store: the write path and reads. `Database` is one."""
 
@@ -406,6 +422,13 @@ class Transactions(Protocol):
         """Run `fn` on the write path; its result once its work is committed (or its error).
         `action` names the call in errors. With `uow` (a service called with `uow=`), run it
         atomically inside that unit of work instead: it commits when the unit of work does."""
+        ...
+
+    def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:
+        """Run a lone write (see `lone.py`): its statements and arguments, fixed before its
+        transaction, handed over as data; its result once committed (or its error). A caller
+        alone on the write path runs it by itself, on the short path; otherwise it runs as
+        `submit(write.run, action, uow)` would, in the next batch or inside `uow`."""
         ...
 
     def reading(

@@ -12,7 +12,7 @@ from typing import NoReturn, TypeVar
 from ..config import StoreOptions
 from ..errors import InvalidRecord, ReadOnlySnapshot, SnapshotEnded
 from .engines import translate_errors
-from .protocols import WriteContext
+from .protocols import LoneWrite, WriteContext
 from .unit_of_work import ReadUnitOfWork
 from .wakeups import CommitSignal
 
@@ -41,6 +41,10 @@ class SnapshotTransactions:
     def submit(
         self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
     ) -> T:
+        """Refused: a snapshot only reads (`ReadOnlySnapshot`)."""
+        self._refuse(action)
+
+    def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:
         """Refused: a snapshot only reads (`ReadOnlySnapshot`)."""
         self._refuse(action)
 

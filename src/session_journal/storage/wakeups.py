@@ -71,7 +71,8 @@ class CommitSignal:
         """Events may have committed: wake every follower."""
         with self._changed:
             self._generation += 1
-            self._changed.notify_all()
+            if self._waiting:  # the followers waiting in `wait_past` (the sources wait for
+                self._changed.notify_all()  # `_waiting` to grow, not for a pulse)
             self._tell()
 
     def _tell(self) -> None:

@@ -55,8 +55,10 @@ from ..errors import (
     WriteInsideUnitOfWork,
 )
 from . import bound, driver
-from .calls import Call, settle_all, wake
+from .calls import WITHDRAWAL, Call, settle_all, wake
 from .engines import is_conflict, is_database_error, storage_error, translate_errors
+from .lone import LoneStatements
+from .protocols import LoneWrite
 from .unit_of_work import UnitOfWork, run_after_commit
 
 T = TypeVar("T")
@@ -97,10 +99,12 @@ class WritePath:
         self._exclusive_thread: int | None = None  # the thread in a unit-of-work block
         self._running_thread: int | None = None  # the leader, while it runs a batch
         self._connection: sa.Connection | None = None  # kept between batches
+        self._lone_statements: LoneStatements | None = None  # compiled by the first lone write
         self._commit_marked = False  # the running call asked to commit (leader thread only)
         self.batches = 0  # transactions run (committed or not), for tests and benchmarks
         self.calls = 0  # calls run in them
-        self.retried = 0  # deadlock victims queued again
+        self.retried = 0  # deadlock victims queued again (or, on the short path, run again)
+        self.alone = 0  # lone writes run by themselves on the short path
 
     # --- callers ----------------------------------------------------------------------------
 
@@ -115,6 +119,21 @@ class WritePath:
         result = call.result()  # raises if its work was undone or the commit failed
         run_after_commit(call.after_commit)
         return result
+
+    def submit_lone(self, write: LoneWrite[T], action: str = "write") -> T:
+        """Run a lone write (`lone.py`); its result once committed. When nobody leads and no
+        call is queued, this caller takes the write path and runs the write by itself on the
+        short path (`_run_alone`); otherwise it is `submit(write.run, action)`: it joins the
+        next batch, so group commit is what it was for concurrent callers. The rules of
+        `submit` hold either way."""
+        if not self._take_alone(action):
+            return self.submit(write.run, action)
+        try:
+            return self._run_alone(write, action)
+        finally:
+            with self._mutex:
+                self._running_thread = None
+                self._hand_over()
 
     @contextmanager
     def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
@@ -196,24 +215,47 @@ class WritePath:
 
     # --- queue and leadership ---------------------------------------------------------------
 
-    def _enqueue(self, call: Call[Any]) -> None:
-        """Queue the call; with nobody leading, its own thread leads at once."""
-        if bound.holds_binding(self.owner):
-            # This thread holds a transaction of the caller bound to the store: on SQLite it
-            # holds the write lock, on PostgreSQL maybe the rows the call needs.
-            raise BoundTransactionOpen(
-                f"{call.action}: this thread holds a transaction bound to this store "
-                "(store.bind) that has not ended; pass uow=<its unit of work> to make the call "
-                "inside it, or commit or roll back that transaction first (else the call would "
-                "wait for it)"
-            )
-        if self.writing_in_this_thread():
+    def _refuse_waiting_for_itself(self, action: str) -> None:
+        """Refuse a write that this thread would wait for forever (it holds a transaction)."""
+        me = threading.get_ident()
+        if self._exclusive_thread != me and self._running_thread != me:
+            if bound.holds_binding(self.owner):
+                # This thread holds a transaction of the caller bound to the store: on SQLite
+                # it holds the write lock, on PostgreSQL maybe the rows the call needs.
+                raise BoundTransactionOpen(
+                    f"{action}: this thread holds a transaction bound to this store "
+                    "(store.bind) that has not ended; pass uow=<its unit of work> to make the "
+                    "call inside it, or commit or roll back that transaction first (else the "
+                    "call would wait for it)"
+                )
+        else:
             # This thread holds the write path: waiting for its turn would wait for itself.
             raise WriteInsideUnitOfWork(
-                f"{call.action}: a write was started inside a unit of work of the same store "
+                f"{action}: a write was started inside a unit of work of the same store "
                 "(a `unit_of_work()` block or a function the write path runs); use the unit of "
                 "work's repositories instead"
             )
+
+    def _take_alone(self, action: str) -> bool:
+        """Take the write path for a lone write if nobody leads and no call is queued: whether
+        this thread now holds it (and must hand it over when done). A lone write that takes it
+        is running at once, so an `aio` withdrawal can no longer stop it (it may commit)."""
+        self._refuse_waiting_for_itself(action)
+        with self._mutex:
+            if self._closed:
+                raise StoreClosed(f"{action}: the store is closed")
+            if self._leading or self._queue:
+                return False
+            withdrawal = WITHDRAWAL.get()
+            if withdrawal is not None and not withdrawal.attach(_running):
+                raise CallWithdrawn(f"{action}: withdrawn before it was queued")
+            self._leading = True
+            self._running_thread = threading.get_ident()
+            return True
+
+    def _enqueue(self, call: Call[Any]) -> None:
+        """Queue the call; with nobody leading, its own thread leads at once."""
+        self._refuse_waiting_for_itself(call.action)
         with self._idle:
             if self._closed:
                 raise StoreClosed(f"{call.action}: the store is closed")
@@ -309,7 +351,8 @@ class WritePath:
             wake(head)
         else:
             self._leading = False
-            self._idle.notify_all()
+            if self._closed or self._waiting_for_room:  # the only waiters on `_idle`
+                self._idle.notify_all()
 
     def _take_batch(self, batch: list[Call[Any]]) -> None:
         """Move the calls at the head of the queue, up to an exclusive one, into `batch`."""
@@ -427,6 +470,39 @@ class WritePath:
             driver.rollback_to_savepoint(connection)
         return outcome
 
+    def _run_alone(self, write: LoneWrite[T], action: str) -> T:
+        """Run a lone write on the short path, in a transaction of its own on the kept
+        connection (`driver.begin_lone`, `driver.commit_lone`). If it fails, the connection is
+        discarded (the next transaction starts on a new one) and the caller gets the error as
+        a batch's caller would; a deadlock victim (PostgreSQL) runs again, as a batch's does."""
+        retries = 0
+        while True:
+            connection = self._checkout()
+            statements = self._lone_statements
+            if statements is None:
+                statements = self._lone_statements = LoneStatements(connection.dialect)
+            dbapi = driver.dbapi_of(connection)
+            try:
+                driver.begin_lone(dbapi)
+                result = write.run_alone(statements, dbapi)
+                driver.commit_lone(dbapi)
+            except BaseException as error:
+                _discard_connection(connection)
+                if not isinstance(error, Exception):
+                    raise
+                translated = _translated_error(action, error)
+                if _is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
+                    retries += 1
+                    self.retried += 1
+                    continue
+                raise translated  # noqa: B904 (`storage_error` chains it to the driver error)
+            self.batches += 1
+            self.calls += 1
+            self.alone += 1
+            self._keep(connection)
+            self._committed()
+            return result
+
     def _committed(self) -> None:
         """Tell `after_commit` (the followers' signal) that a transaction committed."""
         if self.after_commit is not None:
@@ -516,9 +592,18 @@ def _is_deadlock(error: BaseException) -> bool:
 def _translated(call: Call[Any], error: Exception) -> Exception:
     """A call's own error as its caller gets it: a driver error becomes a `StorageError` naming
     the call (as `translate_errors` does), anything else is passed on."""
+    return _translated_error(call.action, error)
+
+
+def _translated_error(action: str, error: Exception) -> Exception:
     if isinstance(error, SessionJournalError) or not is_database_error(error):
         return error
-    return storage_error(call.action, error)
+    return storage_error(action, error)
+
+
+def _running() -> bool:
+    """The withdrawal of a lone write that runs: too late, it may commit."""
+    return False
 
 
 def _discard_connection(connection: sa.Connection) -> None:

@@ -30,7 +30,7 @@ from .event_pages import API_EVENTS, checked_types, page_query, split_floor
 
 # Statements of the hot paths, built once: building a statement and its cache key on every call
 # costs more than executing it.
-_TAKE_SEQS = (
+TAKE_SEQS = (
     sa.update(EventSequenceRow)
     .where(EventSequenceRow.name == API_EVENTS)
     .values(
@@ -45,8 +45,8 @@ _TAKE_SEQS = (
 # when the transaction commits, dropped if it rolls back; see `wakeups`): no round trip of its
 # own. The payload is the schema, so that stores of other schemas of the database ignore it.
 _NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', current_schema())")
-_TAKE_SEQS_PG = _TAKE_SEQS.returning(_NOTIFY)
-_INSERT_EVENT = sa.insert(ApiEventRow)
+_TAKE_SEQS_PG = TAKE_SEQS.returning(_NOTIFY)
+INSERT_EVENT = sa.insert(ApiEventRow)
 # PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
 _INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
     {
@@ -60,7 +60,7 @@ _INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
 # PostgreSQL: FOR KEY SHARE keeps the session from being deleted before the event is inserted
 # at commit (on SQLite the write lock does). It is the weakest lock that does, the one the
 # foreign key check takes anyway; unlike FOR SHARE it blocks no update of non-key columns.
-_SESSION_EXISTS = (
+SESSION_EXISTS = (
     sa.select(SessionRow.session_id)
     .where(SessionRow.session_id == sa.bindparam("session_id"))
     .with_for_update(read=True, key_share=True)
@@ -236,7 +236,7 @@ class EventRepository:
         if session_id in self._sessions_seen:
             return True
         with translate_errors("append an event"):
-            found = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
+            found = driver.run(self._connection, SESSION_EXISTS, {"session_id": session_id})
             if found.fetchone() is None:
                 return False
         self._sessions_seen.add(session_id)
@@ -267,12 +267,12 @@ class EventRepository:
         if count == 1 and postgresql:  # the seq and the insert in one statement
             driver.run(self._connection, _APPEND_ONE, self._pending.pop())
             return
-        take = _TAKE_SEQS_PG if postgresql else _TAKE_SEQS
+        take = _TAKE_SEQS_PG if postgresql else TAKE_SEQS
         last = driver.run(self._connection, take, {"count": count}).fetchone()[0]
         for offset, row in enumerate(self._pending):
             row["seq"] = last - count + 1 + offset
         rows, self._pending = self._pending, []
-        driver.run_many(self._connection, _INSERT_EVENT_PG if postgresql else _INSERT_EVENT, rows)
+        driver.run_many(self._connection, _INSERT_EVENT_PG if postgresql else INSERT_EVENT, rows)
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
         """Queue one event if its session exists; whether it did. On PostgreSQL the session row

@@ -1,0 +1,117 @@
+"""Lone writes: calls whose statements and arguments are fixed before their transaction, handed
+to the write path as data (`Transactions.submit_lone`), so that a caller alone on the write path
+pays for its statements and little else.
+
+A lone write says what to run, twice: `run(uow)`, its work on a unit of work (in a batch of the
+write path, when other calls are queued or running, or inside a caller's unit of work with
+`uow=`), and `run_alone(statements, dbapi)`, the same work as the statements of `LoneStatements`
+on the write connection's driver connection (on SQLite two: the seq, taken only if the session
+exists, and the insert, between `BEGIN IMMEDIATE` and `COMMIT`), which the write path runs
+when it finds nobody else writing (`WritePath.submit_lone`): no batch, no unit of work or
+repository, no savepoint, the statements compiled once per engine. Both produce the same rows,
+seqs, notifications and results; the write path owns the transaction either way.
+
+Which calls are lone writes: those without `uow=` whose statements and arguments do not depend
+on what a read in their transaction finds, today `faults.record_startup_fault` (one event,
+if its session exists).
+
+On PostgreSQL a lone append is one statement, a call of the function `session_journal_append_event`
+(revision 0011), sent in autocommit: one round trip. The function keeps every writer's lock order:
+the session row first (`FOR KEY SHARE`: nothing is written and no seq is taken when the session
+is missing; a session locked for update by another writer is waited for, as by the batch path),
+the `event_sequences` row last (taken with the insert and the followers' `NOTIFY`, held to the
+commit at the end of the statement). Each statement of a PL/pgSQL function takes a fresh snapshot,
+so a writer that waited for a lock sees the rows as they are once it holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+from .._validation import EncodedJson
+from . import driver
+from .models import EventSequenceRow, SessionRow
+from .protocols import WriteContext
+from .repositories.event_pages import API_EVENTS
+from .repositories.events import INSERT_EVENT
+
+APPEND_FUNCTION = "session_journal_append_event"
+"""The PostgreSQL function of a lone append (revision 0011): the seq, or NULL when the session
+does not exist."""
+
+_EVENT_COLUMNS = ("seq", "session_id", "recorded_at_ms", "body", "body_canonical")
+_APPEND_CALL = sa.select(
+    getattr(sa.func, APPEND_FUNCTION)(
+        sa.bindparam("session_id", type_=sa.Text),
+        sa.bindparam("recorded_at_ms", type_=sa.BigInteger),
+        sa.bindparam("body", type_=sa.Text),
+        sa.bindparam("body_canonical", type_=sa.Boolean),
+    )
+)
+
+
+# SQLite: the seq, taken only if the session exists (the write lock, held from `BEGIN
+# IMMEDIATE`, keeps it from being deleted before the insert): one statement for the check and
+# the seq.
+_TAKE_SEQ_IF_SESSION = (
+    sa.update(EventSequenceRow)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .where(sa.exists().where(SessionRow.session_id == sa.bindparam("session_id", type_=sa.Text)))
+    .values({EventSequenceRow.last_seq: EventSequenceRow.last_seq + 1})
+    .returning(EventSequenceRow.last_seq)
+)
+
+
+class LoneStatements:
+    """The statements of lone writes for one engine's dialect, compiled once (the write path
+    makes them with its first lone write)."""
+
+    __slots__ = ("append_call", "insert_event", "postgresql", "take_seq")
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.postgresql = dialect.name == "postgresql"
+        if self.postgresql:
+            self.append_call = driver.Prepared(dialect, _APPEND_CALL, _EVENT_COLUMNS[1:])
+        else:
+            self.take_seq = driver.Prepared(dialect, _TAKE_SEQ_IF_SESSION, ("session_id",))
+            self.insert_event = driver.Prepared(dialect, INSERT_EVENT, _EVENT_COLUMNS)
+
+
+class AppendIfSessionExists:
+    """Append one event, encoded by the services, if its session exists; whether it did. A
+    lone write (see the module docstring)."""
+
+    __slots__ = ("body", "recorded_at_ms", "session_id")
+
+    def __init__(self, session_id: str, recorded_at_ms: int, body: EncodedJson) -> None:
+        """Arguments checked by the caller (`session_id` an id, `body` encoded by `encode_json`
+        within the store's `max_body_bytes`)."""
+        self.session_id = session_id
+        self.recorded_at_ms = recorded_at_ms
+        self.body = body
+
+    def run(self, uow: WriteContext) -> bool:
+        """The append on a unit of work (a batch's, or the caller's)."""
+        appended = uow.events.append_if_session_exists(
+            self.session_id, self.recorded_at_ms, self.body
+        )
+        uow.commit()
+        return appended
+
+    def run_alone(self, statements: LoneStatements, dbapi: Any) -> bool:
+        """The append by itself, in the transaction the write path began (`driver.begin_lone`)."""
+        if statements.postgresql:
+            row = statements.append_call.first(
+                dbapi, (self.session_id, self.recorded_at_ms, self.body, True)
+            )
+            return row[0] is not None
+        taken = statements.take_seq.first(dbapi, (self.session_id,))
+        if taken is None:  # no such session: no seq taken, nothing written
+            return False
+        statements.insert_event.run(
+            dbapi, (taken[0], self.session_id, self.recorded_at_ms, self.body, True)
+        )
+        return True

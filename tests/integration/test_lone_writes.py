@@ -1,0 +1,392 @@
+"""Lone writes (`storage/lone.py`): a caller alone on the write path runs its append by itself on
+the short path; with others writing, it joins their batch. Either way the same rows, seqs,
+wake-ups and errors."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from session_journal import (
+    SessionState,
+    StorageError,
+    Store,
+    StoreClosed,
+    WriteInsideUnitOfWork,
+)
+from session_journal._validation import encode_json
+from session_journal.storage.lone import AppendIfSessionExists
+from session_journal.storage.write_path import WritePath
+from tests.factories import SessionFactory, SessionFaultFactory
+from tests.helpers import bodies
+
+ROW = sa.text(
+    "SELECT seq, session_id, recorded_at_ms, body, body_canonical FROM api_events ORDER BY seq"
+)
+
+
+def rows(store: Store) -> list[tuple[Any, ...]]:
+    with store._database.reader.connect() as connection:
+        return [tuple(row) for row in connection.execute(ROW)]
+
+
+def write_path(store: Store) -> WritePath:
+    return store._database.write_path
+
+
+def fault_append(session_id: str, message: str, at: int = 1_765_000_000_000) -> Any:
+    body = encode_json(SessionFaultFactory(message=message), "fault", 1 << 20)
+    return AppendIfSessionExists(session_id, at, body)
+
+
+# PostgreSQL's row locks and round trips (SQLite writers never overlap: one write lock).
+POSTGRESQL_ONLY = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+
+
+def test_a_lone_append_runs_by_itself_and_writes_what_a_batch_writes(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    path, signal = write_path(store), store._database.signal
+    alone, batches, generation = path.alone, path.batches, signal.generation
+
+    assert path.submit_lone(fault_append("s", "boom"), "lone") is True  # the short path
+    assert (path.alone, path.batches, signal.generation) == (alone + 1, batches + 1, generation + 1)
+    assert path.submit(fault_append("s", "boom").run, "batch") is True  # the batch path
+    assert (path.alone, path.batches, signal.generation) == (alone + 1, batches + 2, generation + 2)
+
+    short, batched = rows(store)
+    assert short[0] + 1 == batched[0]  # consecutive seqs
+    assert short[1:] == batched[1:] == ("s", 1_765_000_000_000, short[3], True)
+    assert bodies(store) == [SessionFaultFactory(message="boom")] * 2
+
+
+def test_a_missing_session_writes_nothing_and_takes_no_seq_either_way(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    path = write_path(store)
+    assert path.submit_lone(fault_append("nope", "x"), "lone") is False
+    assert path.submit(fault_append("nope", "x").run, "batch") is False
+    assert store.faults.record_startup_fault("nope", "x") is False
+    assert store.faults.record_startup_fault("s", "after") is True
+    assert [row[0] for row in rows(store)] == [1]  # the first seq: none was used up
+    assert path.alone >= 2
+
+
+def test_a_lone_append_waits_for_a_write_in_progress_and_joins_the_next_batch(
+    store: Store,
+) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    path = write_path(store)
+    results: list[bool] = []
+    with store.unit_of_work() as uow:  # holds the write path
+        alone = path.alone
+        caller = threading.Thread(
+            target=lambda: results.append(store.faults.record_startup_fault("s", "queued"))
+        )
+        caller.start()
+        deadline = time.monotonic() + 10
+        while path.queued() == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert path.queued() == 1  # not run beside the block: queued behind it
+        uow.events.append(
+            "s", 1, encode_json(SessionFaultFactory(message="block"), "fault", 1 << 20)
+        )
+        uow.commit()
+    caller.join(10)
+    assert results == [True]
+    assert path.alone == alone  # ran in a batch
+    assert bodies(store) == [
+        SessionFaultFactory(message="block"),
+        SessionFaultFactory(message="queued"),
+    ]
+
+
+def test_a_lone_append_inside_a_unit_of_work_commits_and_rolls_back_with_it(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    with store.unit_of_work() as uow:
+        assert store.faults.record_startup_fault("s", "undone", uow=uow) is True
+        # no commit: rolled back
+    with store.unit_of_work() as uow:
+        assert store.faults.record_startup_fault("s", "kept", uow=uow) is True
+        with pytest.raises(WriteInsideUnitOfWork):
+            store.faults.record_startup_fault("s", "without uow=")
+        uow.commit()
+    assert bodies(store) == [SessionFaultFactory(message="kept")]
+
+
+def test_a_closed_store_refuses_a_lone_append(migrated_url: str) -> None:
+    store = Store.open(migrated_url)
+    store.sessions.save(SessionFactory(id="s"))
+    store.close()
+    with pytest.raises(StoreClosed):
+        store.faults.record_startup_fault("s", "late")
+    with pytest.raises(StoreClosed):
+        write_path(store).submit_lone(fault_append("s", "late"), "lone")
+
+
+def test_a_failed_lone_append_discards_its_connection_and_the_next_one_writes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    path = write_path(store)
+
+    def broken(self: AppendIfSessionExists, statements: Any, dbapi: Any) -> bool:
+        statements.session_exists_or_call(dbapi)  # no such attribute: fails midway
+        return True
+
+    monkeypatch.setattr(AppendIfSessionExists, "run_alone", broken)
+    with pytest.raises(AttributeError):
+        store.faults.record_startup_fault("s", "lost")
+    monkeypatch.undo()
+    assert store.faults.record_startup_fault("s", "written") is True
+    assert bodies(store) == [SessionFaultFactory(message="written")]
+    assert path.queued() == 0
+
+
+def test_lone_appends_of_many_threads_share_batches_and_keep_every_seq(store: Store) -> None:
+    names = [f"s{n}" for n in range(8)]
+    for name in names:
+        store.sessions.save(SessionFactory(id=name))
+    path = write_path(store)
+    batches = path.batches
+    start = threading.Barrier(len(names))
+
+    def append(name: str) -> None:
+        start.wait()
+        for n in range(25):
+            assert store.faults.record_startup_fault(name, str(n))
+
+    threads = [threading.Thread(target=append, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    logged = store.events.load(after_seq=0, limit=1000).events
+    assert [event.seq for event in logged] == list(range(1, 201))
+    for name in names:  # each thread's appends in its own order
+        assert [e.event for e in logged if e.session_id == name] == [
+            SessionFaultFactory(message=str(n)) for n in range(25)
+        ]
+    assert path.batches - batches <= 200
+
+
+def test_another_store_is_woken_by_a_lone_append(migrated_url: str) -> None:
+    with Store.open(migrated_url) as writer, Store.open(migrated_url) as follower:
+        writer.sessions.save(SessionFactory(id="s"))
+        signal = follower._database.commit_signal()  # PostgreSQL LISTEN / SQLite data_version
+        for path in ("lone", "batch"):
+            generation = signal.generation
+            woken = threading.Event()
+
+            def wait(seen: int = generation, done: threading.Event = woken) -> None:
+                if signal.wait_past(seen, 10):
+                    done.set()
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            append = fault_append("s", path)
+            if path == "lone":
+                write_path(writer).submit_lone(append, path)
+            else:
+                write_path(writer).submit(append.run, path)
+            waiter.join(10)
+            assert woken.is_set(), path
+
+
+# PostgreSQL: one round trip, the same lock order.
+
+
+@contextmanager
+def raw(url: str) -> Iterator[psycopg.Connection[Any]]:
+    parsed = sa.make_url(url).set(drivername="postgresql")
+    with closing(psycopg.connect(parsed.render_as_string(hide_password=False))) as connection:
+        yield connection
+
+
+@POSTGRESQL_ONLY
+def test_a_lone_append_is_one_round_trip(migrated_url: str, tmp_path: Any) -> None:
+    with Store.open(migrated_url) as store:
+        store.sessions.save(SessionFactory(id="s"))
+        assert store.faults.record_startup_fault("s", "warm")
+        kept = write_path(store)._connection
+        assert kept is not None
+        dbapi = kept.connection.dbapi_connection
+        assert dbapi is not None
+        with open(tmp_path / "trace", "w+") as trace:  # libpq's trace of the protocol
+            dbapi.pgconn.trace(trace.fileno())
+            dbapi.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                assert store.faults.record_startup_fault("s", "one trip")
+            finally:
+                dbapi.pgconn.untrace()
+            trace.seek(0)
+            sent = [line.split("\t") for line in trace.read().splitlines()]
+        trips = [fields for fields in sent if fields[0] == "F" and fields[2] in ("Sync", "Query")]
+        assert len(trips) == 1  # one statement, no BEGIN nor COMMIT: autocommit
+        assert any("session_journal_append_event" in "".join(fields) for fields in sent)
+        assert dbapi.autocommit is True  # left so for the next lone write
+        store.sessions.save(SessionFactory(id="t"))  # a batch: a transaction again
+        assert dbapi.autocommit is False
+        assert bodies(store)[-1] == SessionFaultFactory(message="one trip")
+
+
+@POSTGRESQL_ONLY
+def test_a_session_locked_by_another_writer_holds_up_only_its_own_appends(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url) as store, raw(migrated_url) as holder:
+        store.sessions.save(SessionFactory(id="S"))
+        store.sessions.save(SessionFactory(id="T"))
+        assert store.faults.record_startup_fault("T", "warm")
+        holder.execute("SELECT 1 FROM sessions WHERE session_id = 'S' FOR UPDATE")
+        started = time.monotonic()
+        assert store.faults.record_startup_fault("T", "not held up")
+        assert time.monotonic() - started < 0.1
+        blocked: list[bool] = []
+        waiter = threading.Thread(
+            target=lambda: blocked.append(store.faults.record_startup_fault("S", "waited"))
+        )
+        waiter.start()
+        waiter.join(0.3)
+        assert waiter.is_alive()  # waits for the session's lock, as a batch would
+        holder.rollback()
+        waiter.join(10)
+        assert blocked == [True]
+
+
+@POSTGRESQL_ONLY
+def test_a_deadlock_victim_on_the_short_path_runs_again(migrated_url: str) -> None:
+    with Store.open(migrated_url) as store, raw(migrated_url) as other:
+        store.sessions.save(SessionFactory(id="S"))
+        assert store.faults.record_startup_fault("S", "warm")
+        path = write_path(store)
+        retried = path.retried
+        # The other transaction holds the seq row, then asks for the session the lone append
+        # holds (FOR KEY SHARE) while it waits for the seq row: a deadlock. The other side
+        # waits longer before it checks, so the lone append is the victim.
+        other.execute("SET deadlock_timeout = '5s'")
+        other.execute("UPDATE event_sequences SET last_seq = last_seq WHERE name = 'api_events'")
+        results: list[bool] = []
+        caller = threading.Thread(
+            target=lambda: results.append(store.faults.record_startup_fault("S", "victim"))
+        )
+        caller.start()
+        deadline = time.monotonic() + 10
+        with raw(migrated_url) as watcher:
+            while time.monotonic() < deadline:  # until the lone append waits for the seq row
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE '%session_journal_append_event%'"
+                ).fetchone()
+                if waiting and waiting[0]:
+                    break
+                time.sleep(0.01)
+        other.execute("SELECT 1 FROM sessions WHERE session_id = 'S' FOR UPDATE")
+        other.commit()
+        caller.join(30)
+        assert results == [True]
+        assert path.retried == retried + 1
+        assert bodies(store)[-1] == SessionFaultFactory(message="victim")
+
+
+def test_lone_appends_racing_a_delete_are_written_or_refused_and_leave_no_hole(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url) as appender, Store.open(migrated_url) as deleter:
+        appender.sessions.save(SessionFactory(id="T"))
+        appended, appended_to_t = 0, 0
+        for round_ in range(20):
+            appender.sessions.save(SessionFactory(id="S"))
+            stop = threading.Event()
+
+            def delete_soon(stop: threading.Event = stop) -> None:
+                time.sleep(0.002)
+                deleter.sessions.delete("S")
+                stop.set()
+
+            thread = threading.Thread(target=delete_soon)
+            thread.start()
+            while not stop.is_set():
+                appended += appender.faults.record_startup_fault("S", str(round_))
+                added = appender.faults.record_startup_fault("T", str(round_))
+                appended, appended_to_t = appended + added, appended_to_t + added
+            thread.join()
+            assert appender.faults.record_startup_fault("S", "gone") is False
+        # Every seq taken is an event that was appended (True); those of S went with S.
+        assert appender.events.latest_seq() == appended
+        assert [row[1] for row in rows(appender)] == ["T"] * appended_to_t
+
+
+def lone_append(store: Store, round_: int) -> list[Callable[[], object]]:
+    return [lambda: store.faults.record_startup_fault("S", "lone")]
+
+
+def lifecycle(store: Store, round_: int) -> list[Callable[[], object]]:
+    """A checkpoint begun and failed, and a lifecycle save: each locks S first."""
+    command = f"op-{round_}"
+    return [
+        lambda: store.checkpoints.begin(
+            SessionFactory(id="S", state=SessionState.CHECKPOINTING), command
+        ),
+        lambda: store.checkpoints.finish_failed(
+            SessionFactory(id="S", state=SessionState.RUNNING),
+            command,
+            deferred=False,
+            message="no space",
+        ),
+        lambda: store.sessions.save_lifecycle(
+            SessionFactory(id="S", state=SessionState.RUNNING, last_error=f"e{round_}")
+        ),
+    ]
+
+
+RACERS = {"lone": lone_append, "lifecycle": lifecycle}
+
+
+def race(url: str, kind: str, seconds: float, out: Any) -> None:
+    """A process making the calls of `kind` in rounds for `seconds`: its slowest call, its
+    errors and its rounds."""
+    slowest, errors, rounds = 0.0, [], 0
+    with Store.open(url) as store:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for call in RACERS[kind](store, rounds):
+                started = time.monotonic()
+                try:
+                    call()
+                except StorageError as error:
+                    errors.append(repr(error))
+                slowest = max(slowest, time.monotonic() - started)
+            rounds += 1
+    out.put((kind, slowest, errors, rounds))
+
+
+@POSTGRESQL_ONLY
+def test_lone_appends_racing_lifecycle_writers_of_another_process_never_deadlock(
+    migrated_url: str,
+) -> None:
+    with Store.open(migrated_url) as store:
+        store.sessions.save(SessionFactory(id="S", state=SessionState.RUNNING))
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    processes = [
+        context.Process(target=race, args=(migrated_url, kind, 3.0, out)) for kind in RACERS
+    ]
+    for process in processes:
+        process.start()
+    reports = [out.get(timeout=120) for _ in processes]
+    results = {kind: (slowest, errors, count) for kind, slowest, errors, count in reports}
+    for process in processes:
+        process.join(30)
+        assert process.exitcode == 0
+    for kind, (slowest, errors, count) in results.items():
+        assert errors == [], kind
+        assert count > 10, kind
+        # Each waits for the other's lock on S at most one short transaction at a time.
+        assert slowest < 0.2, (kind, slowest)
