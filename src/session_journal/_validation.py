@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 from pydantic import AfterValidator, BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, to_json
 
 from ._values import Value
 from .errors import InvalidRecord
@@ -151,6 +151,38 @@ def encode_json(model: BaseModel | Value, what: str, max_bytes: int) -> EncodedJ
         raise InvalidRecord(f"{what} cannot be encoded as JSON: {error}") from None
     check_json_size(text, what, max_bytes)
     return EncodedJson(check_json_depth(text, what))
+
+
+class JsonTemplate:
+    """What `encode_json` makes of a model whose one string field varies, for a hot path: the
+    text around that field's JSON string is taken once from the model's own encoding, and `fill`
+    encodes only the string (pydantic-core's `to_json`, the serializer the model's encoding
+    uses), with `encode_json`'s checks and errors. `make(text)` builds the model with `text` in
+    the field; the field's text must not change the rest of the encoding (no other field derives
+    from it). `tests/unit/test_json_template.py` holds `fill` to `encode_json` for every kind of
+    text."""
+
+    __slots__ = ("_prefix", "_suffix")
+
+    _MARKER = "\x00session-journal: the open field\x00"
+
+    def __init__(self, make: Callable[[str], BaseModel | Value]) -> None:
+        encoded = to_json(self._MARKER).decode()
+        text = make(self._MARKER).model_dump_json()
+        if text.count(encoded) != 1:
+            raise ValueError(f"the open field is not one string of the encoding: {text}")
+        self._prefix, self._suffix = text.split(encoded)
+
+    def fill(self, value: str, what: str, max_bytes: int) -> EncodedJson:
+        """`encode_json(make(value), what, max_bytes)`, encoding only `value`."""
+        try:
+            string = to_json(value).decode()
+        except PydanticSerializationError as error:
+            raise InvalidRecord(f"{what} cannot be encoded as JSON: {error}") from None
+        text = self._prefix + string + self._suffix
+        if len(text) * 4 > max_bytes:  # `to_json` refused lone surrogates: only the size is left
+            check_json_size(text, what, max_bytes)
+        return EncodedJson(text)
 
 
 def check_json_size(text: str, what: str, max_bytes: int) -> str:

@@ -233,6 +233,9 @@ def test_a_lone_append_is_one_round_trip(migrated_url: str, tmp_path: Any) -> No
         assert dbapi.autocommit is True  # left so for the next lone write
         store.sessions.save(SessionFactory(id="t"))  # a batch: a transaction again
         assert dbapi.autocommit is False
+        with store.unit_of_work() as uow:  # rolled back: nothing of it stays
+            uow.sessions.delete("t")
+        assert store.sessions.get("t") is not None
         assert bodies(store)[-1] == SessionFaultFactory(message="one trip")
 
 

@@ -79,7 +79,14 @@ class _Binding:
         self.savepoints: list[tuple[str | None, WorkMark]] = []
 
 
-_THREADS = threading.local()  # `bindings`: a WeakSet of the bindings each thread made
+class _Threads(threading.local):
+    """Per thread: `bindings`, a WeakSet of the bindings the thread made (`None` until the
+    first: a class default, so that reading it in a thread that never bound raises nothing)."""
+
+    bindings: weakref.WeakSet[_Binding] | None = None
+
+
+_THREADS = _Threads()
 
 
 def bind(target: object, database: Any) -> UnitOfWork:
@@ -106,7 +113,7 @@ def bind(target: object, database: Any) -> UnitOfWork:
         if not event.contains(connection, name, listener):
             event.listen(connection, name, listener)
     _remember(target, binding)
-    held = getattr(_THREADS, "bindings", None)
+    held = _THREADS.bindings
     if held is None:
         held = _THREADS.bindings = weakref.WeakSet()
     held.add(binding)
@@ -115,7 +122,7 @@ def bind(target: object, database: Any) -> UnitOfWork:
 
 def holds_binding(database: object) -> bool:
     """Whether this thread bound a transaction to `database`'s store that has not ended."""
-    held = getattr(_THREADS, "bindings", None)
+    held = _THREADS.bindings
     return held is not None and any(
         binding.live and binding.database is database for binding in list(held)
     )

@@ -181,14 +181,10 @@ def begin_read(connection: sa.Connection) -> None:
 def begin_write(connection: sa.Connection) -> None:
     """Begin a write transaction unless one is open: on SQLite `BEGIN IMMEDIATE` (the write
     lock, taken now, so a writer waits for it up front instead of failing halfway); psycopg
-    begins by itself at the first statement, once the connection left the autocommit a lone
-    write left it in (`begin_lone`)."""
+    begins by itself at the first statement."""
     dbapi = _dbapi(connection)
-    if isinstance(dbapi, sqlite3.Connection):
-        if not dbapi.in_transaction:
-            dbapi.execute(_BEGIN_IMMEDIATE)
-    elif dbapi.autocommit:
-        dbapi.autocommit = False
+    if isinstance(dbapi, sqlite3.Connection) and not dbapi.in_transaction:
+        dbapi.execute(_BEGIN_IMMEDIATE)
 
 
 def commit(connection: sa.Connection) -> None:
@@ -305,9 +301,9 @@ def rollback_nested(connection: sa.Connection) -> None:
 
 class Prepared:
     """A statement of a lone write, compiled once (per engine: the write path keeps its lone
-    statements) and run on the write connection's driver connection with its arguments given
-    in a fixed order (`order`), with no dictionary, cache lookup or SQLAlchemy object per run.
-    Its constant binds keep the values the statement was built with."""
+    statements) and run on a `LoneCursor` with its arguments given in a fixed order (`order`),
+    with no dictionary, cache lookup or SQLAlchemy object per run. Its constant binds keep the
+    values the statement was built with."""
 
     __slots__ = ("_constants", "_slots", "sql")
 
@@ -326,7 +322,8 @@ class Prepared:
             self._constants = [defaults.get(key) for key in positions]
             self._slots = tuple(order.index(key) if key in order else -1 for key in positions)
 
-    def _values(self, args: tuple[Any, ...]) -> Any:
+    def values(self, args: tuple[Any, ...]) -> Any:
+        """The parameters of a run with `args`."""
         if self._constants is None:
             return args
         values = list(self._constants)
@@ -335,19 +332,6 @@ class Prepared:
                 values[position] = args[index]
         return values
 
-    def first(self, dbapi: Any, args: tuple[Any, ...] = ()) -> Any:
-        """Run the statement; its first row (`None` if it returned none)."""
-        cursor = dbapi.cursor()
-        try:
-            cursor.execute(self.sql, self._values(args))
-            return cursor.fetchone()
-        finally:
-            cursor.close()  # a statement must not outlive the call in a traceback
-
-    def run(self, dbapi: Any, args: tuple[Any, ...] = ()) -> None:
-        """Run the statement, reading nothing back."""
-        dbapi.cursor().execute(self.sql, self._values(args)).close()
-
 
 def _positional(kind: type[Dialect]) -> Dialect:
     """A dialect of `kind` that compiles positional parameters (`%s`: DBAPI's "format")."""
@@ -355,32 +339,90 @@ def _positional(kind: type[Dialect]) -> Dialect:
     return made
 
 
-def dbapi_of(connection: sa.Connection) -> Any:
-    """The driver connection under a connection of the write path, for `Prepared` statements
-    and `begin_lone`/`commit_lone` (see `_dbapi`)."""
-    return _dbapi(connection)
+class LoneCursor:
+    """The driver cursor on which the write path runs lone writes: one per write connection,
+    kept with it (a cursor made per write costs psycopg more than its statement's client side)
+    and closed before it. `begin` and `commit` are the lone write's transaction, made on the
+    driver connection, not through SQLAlchemy's execution options (with those the write path
+    would discard the connection after the call, see `WritePath._keep`)."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+
+    def begin(self) -> None:
+        """Begin the lone write's transaction."""
+        raise NotImplementedError
+
+    def commit(self) -> None:
+        """Commit the lone write that succeeded. One that failed is not ended here: the write
+        path discards its connection."""
+        raise NotImplementedError
+
+    def first(self, statement: Prepared, args: tuple[Any, ...] = ()) -> Any:
+        """Run the statement; its first row (`None` if it returned none)."""
+        cursor = self._cursor
+        cursor.execute(statement.sql, statement.values(args))
+        return cursor.fetchone()
+
+    def run(self, statement: Prepared, args: tuple[Any, ...] = ()) -> None:
+        """Run the statement, reading nothing back."""
+        self._cursor.execute(statement.sql, statement.values(args))
+
+    def close(self) -> None:
+        """Close the cursor, before its connection is used otherwise (a batch, a unit-of-work
+        block), closed or discarded: on SQLite a statement it still held would keep a closed
+        connection alive (see `write_path._discard_connection`)."""
+        self._cursor.close()
 
 
-def begin_lone(dbapi: Any) -> None:
-    """Begin the transaction of a lone write on the write path's idle connection: on SQLite
-    `BEGIN IMMEDIATE`; on PostgreSQL nothing is sent: the connection is in autocommit (a
-    client-side switch, made here unless the last lone write left it so), so the write's one
-    statement is its own transaction, begun and committed with it in one round trip.
-    `begin_write` switches it back for the next batch. Made on the driver connection, not
-    through SQLAlchemy's execution options (with those the write path would discard the
-    connection after the call, see `WritePath._keep`)."""
+class _SqliteLoneCursor(LoneCursor):
+    __slots__ = ()
+
+    def begin(self) -> None:
+        """`BEGIN IMMEDIATE`: the write lock, up front."""
+        self._cursor.execute(_BEGIN_IMMEDIATE)
+
+    def commit(self) -> None:
+        """`COMMIT` (pysqlite's own transaction handling is off)."""
+        self._cursor.execute("COMMIT")
+
+
+class _PsycopgLoneCursor(LoneCursor):
+    __slots__ = ("_connection",)
+
+    def __init__(self, cursor: Any) -> None:
+        super().__init__(cursor)
+        self._connection = cursor.connection
+
+    def begin(self) -> None:
+        """Nothing is sent: the connection is in autocommit (a client-side switch, made here
+        unless the last lone write left it so), so the write's one statement is its own
+        transaction, begun and committed with it in one round trip. `close` switches it back
+        before the connection is used otherwise."""
+        if not self._connection.autocommit:
+            self._connection.autocommit = True
+
+    def commit(self) -> None:
+        """Nothing: the statement committed by itself."""
+
+    def close(self) -> None:
+        """Close the cursor and take the connection out of autocommit (for a batch, or the
+        pool's reset)."""
+        try:
+            self._cursor.close()
+        finally:
+            if self._connection.autocommit:
+                self._connection.autocommit = False
+
+
+def lone_cursor(connection: sa.Connection) -> LoneCursor:
+    """A `LoneCursor` on the write path's connection (see `_dbapi`)."""
+    dbapi = _dbapi(connection)
     if isinstance(dbapi, sqlite3.Connection):
-        dbapi.execute(_BEGIN_IMMEDIATE)
-    elif not dbapi.autocommit:
-        dbapi.autocommit = True
-
-
-def commit_lone(dbapi: Any) -> None:
-    """End the transaction of a lone write that succeeded: SQLite commits; on PostgreSQL the
-    statement committed by itself. A lone write that failed is not ended here: the write path
-    discards its connection."""
-    if isinstance(dbapi, sqlite3.Connection):
-        dbapi.commit()
+        return _SqliteLoneCursor(dbapi.cursor())
+    return _PsycopgLoneCursor(dbapi.cursor())
 
 
 def prepare_for_wakeups(driver_connection: Any) -> None:

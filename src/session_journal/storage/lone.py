@@ -4,8 +4,8 @@ pays for its statements and little else.
 
 A lone write says what to run, twice: `run(uow)`, its work on a unit of work (in a batch of the
 write path, when other calls are queued or running, or inside a caller's unit of work with
-`uow=`), and `run_alone(statements, dbapi)`, the same work as the statements of `LoneStatements`
-on the write connection's driver connection (on SQLite two: the seq, taken only if the session
+`uow=`), and `run_alone(statements, cursor)`, the same work as the statements of `LoneStatements`
+on the write connection's `driver.LoneCursor` (on SQLite two: the seq, taken only if the session
 exists, and the insert, between `BEGIN IMMEDIATE` and `COMMIT`), which the write path runs
 when it finds nobody else writing (`WritePath.submit_lone`): no batch, no unit of work or
 repository, no savepoint, the statements compiled once per engine. Both produce the same rows,
@@ -25,8 +25,6 @@ so a writer that waited for a lock sees the rows as they are once it holds it.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
@@ -55,12 +53,12 @@ _APPEND_CALL = sa.select(
 
 # SQLite: the seq, taken only if the session exists (the write lock, held from `BEGIN
 # IMMEDIATE`, keeps it from being deleted before the insert): one statement for the check and
-# the seq.
+# the seq. Its constants are in its text, so that its one parameter is the session id.
 _TAKE_SEQ_IF_SESSION = (
     sa.update(EventSequenceRow)
-    .where(EventSequenceRow.name == API_EVENTS)
+    .where(EventSequenceRow.name == sa.literal_column(f"'{API_EVENTS}'"))
     .where(sa.exists().where(SessionRow.session_id == sa.bindparam("session_id", type_=sa.Text)))
-    .values({EventSequenceRow.last_seq: EventSequenceRow.last_seq + 1})
+    .values({EventSequenceRow.last_seq: EventSequenceRow.last_seq + sa.literal_column("1")})
     .returning(EventSequenceRow.last_seq)
 )
 
@@ -101,17 +99,18 @@ class AppendIfSessionExists:
         uow.commit()
         return appended
 
-    def run_alone(self, statements: LoneStatements, dbapi: Any) -> bool:
-        """The append by itself, in the transaction the write path began (`driver.begin_lone`)."""
+    def run_alone(self, statements: LoneStatements, cursor: driver.LoneCursor) -> bool:
+        """The append by itself, in the transaction the write path began."""
         if statements.postgresql:
-            row = statements.append_call.first(
-                dbapi, (self.session_id, self.recorded_at_ms, self.body, True)
+            row = cursor.first(
+                statements.append_call, (self.session_id, self.recorded_at_ms, self.body, True)
             )
             return row[0] is not None
-        taken = statements.take_seq.first(dbapi, (self.session_id,))
+        taken = cursor.first(statements.take_seq, (self.session_id,))
         if taken is None:  # no such session: no seq taken, nothing written
             return False
-        statements.insert_event.run(
-            dbapi, (taken[0], self.session_id, self.recorded_at_ms, self.body, True)
+        cursor.run(
+            statements.insert_event,
+            (taken[0], self.session_id, self.recorded_at_ms, self.body, True),
         )
         return True

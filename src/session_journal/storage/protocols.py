@@ -402,9 +402,9 @@ class LoneWrite(Protocol[T_co]):
         unit of work)."""
         ...
 
-    def run_alone(self, statements: Any, dbapi: Any) -> T_co:
+    def run_alone(self, statements: Any, cursor: Any) -> T_co:
         """The same work by itself: the engine's `lone.LoneStatements` run on the write
-        connection's driver connection, in the transaction the write path began."""
+        connection's `driver.LoneCursor`, in the transaction the write path began."""
         ...
 
 

@@ -45,7 +45,8 @@ class CommitSignal:
     waiting for it to move."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()  # taken directly on the hot path (`pulse`)
+        self._changed = threading.Condition(self._lock)
         self._generation = 0
         self._waiting = 0
         self._closed = False
@@ -69,7 +70,7 @@ class CommitSignal:
 
     def pulse(self) -> None:
         """Events may have committed: wake every follower."""
-        with self._changed:
+        with self._lock:
             self._generation += 1
             if self._waiting:  # the followers waiting in `wait_past` (the sources wait for
                 self._changed.notify_all()  # `_waiting` to grow, not for a pulse)

@@ -34,6 +34,7 @@ write lock up front; so are the savepoints of the calls of a batch.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections import deque
@@ -100,6 +101,7 @@ class WritePath:
         self._running_thread: int | None = None  # the leader, while it runs a batch
         self._connection: sa.Connection | None = None  # kept between batches
         self._lone_statements: LoneStatements | None = None  # compiled by the first lone write
+        self._lone_cursor: driver.LoneCursor | None = None  # of the kept connection, if made
         self._commit_marked = False  # the running call asked to commit (leader thread only)
         self.batches = 0  # transactions run (committed or not), for tests and benchmarks
         self.calls = 0  # calls run in them
@@ -210,6 +212,7 @@ class WritePath:
                 while self._leading:
                     self._idle.wait()
             connection, self._connection = self._connection, None
+            self._forget_lone_cursor()
         if connection is not None:
             connection.close()
 
@@ -242,9 +245,9 @@ class WritePath:
         is running at once, so an `aio` withdrawal can no longer stop it (it may commit)."""
         self._refuse_waiting_for_itself(action)
         with self._mutex:
-            if self._closed:
-                raise StoreClosed(f"{action}: the store is closed")
-            if self._leading or self._queue:
+            if self._leading or self._queue or self._closed:
+                if self._closed:
+                    raise StoreClosed(f"{action}: the store is closed")
                 return False
             withdrawal = WITHDRAWAL.get()
             if withdrawal is not None and not withdrawal.attach(_running):
@@ -472,21 +475,23 @@ class WritePath:
 
     def _run_alone(self, write: LoneWrite[T], action: str) -> T:
         """Run a lone write on the short path, in a transaction of its own on the kept
-        connection (`driver.begin_lone`, `driver.commit_lone`). If it fails, the connection is
+        connection, through its `driver.LoneCursor`. If it fails, the connection is
         discarded (the next transaction starts on a new one) and the caller gets the error as
         a batch's caller would; a deadlock victim (PostgreSQL) runs again, as a batch's does."""
         retries = 0
         while True:
-            connection = self._checkout()
-            statements = self._lone_statements
-            if statements is None:
-                statements = self._lone_statements = LoneStatements(connection.dialect)
-            dbapi = driver.dbapi_of(connection)
+            connection = self._checkout_alone()
+            cursor = self._lone_cursor
+            if cursor is None:  # a new connection: its cursor, and on the first one statements
+                cursor = self._lone_cursor = driver.lone_cursor(connection)
+                if self._lone_statements is None:
+                    self._lone_statements = LoneStatements(connection.dialect)
             try:
-                driver.begin_lone(dbapi)
-                result = write.run_alone(statements, dbapi)
-                driver.commit_lone(dbapi)
+                cursor.begin()
+                result = write.run_alone(self._lone_statements, cursor)
+                cursor.commit()
             except BaseException as error:
+                self._forget_lone_cursor()
                 _discard_connection(connection)
                 if not isinstance(error, Exception):
                     raise
@@ -499,7 +504,10 @@ class WritePath:
             self.batches += 1
             self.calls += 1
             self.alone += 1
-            self._keep(connection)
+            if self._closed:  # closing: `close` waits for this call, then finds no connection
+                self._keep(connection)
+            else:  # kept as it is (a lone write changes no option of the connection)
+                self._connection = connection
             self._committed()
             return result
 
@@ -521,8 +529,26 @@ class WritePath:
     # --- the connection ------------------------------------------------------------------------
 
     def _checkout(self) -> sa.Connection:
+        """The kept connection, or a new one, for a batch or a unit-of-work block (which may
+        close or discard it: the lone writes' cursor on it is closed first)."""
+        self._forget_lone_cursor()
+        return self._checkout_alone()
+
+    def _checkout_alone(self) -> sa.Connection:
+        """The kept connection with its lone writes' cursor, or a new one, for a lone write."""
         connection, self._connection = self._connection, None
-        return connection if connection is not None else self._engine.connect()
+        if connection is None:
+            self._forget_lone_cursor()  # it was the last kept connection's
+            return self._engine.connect()
+        return connection
+
+    def _forget_lone_cursor(self) -> None:
+        """Close the lone writes' cursor of the kept connection, which is about to be closed or
+        discarded (a new connection gets a cursor of its own)."""
+        cursor, self._lone_cursor = self._lone_cursor, None
+        if cursor is not None:
+            with contextlib.suppress(Exception):  # a broken connection: discarded anyway
+                cursor.close()
 
     def _committer(self, connection: sa.Connection) -> Callable[[UnitOfWork], None]:
         def commit(uow: UnitOfWork) -> None:
@@ -542,9 +568,11 @@ class WritePath:
         closed it) is closed for good, not handed back to a pool: the store's close disposed
         the engine, so no one would ever close what that pool still held."""
         if self._closed:
+            self._forget_lone_cursor()
             connection.invalidate()
             connection.close()
         elif connection.get_execution_options() != self._engine_options:
+            self._forget_lone_cursor()
             connection.close()
         else:
             self._connection = connection
@@ -568,7 +596,7 @@ class WritePath:
         """In a child process after `fork` (`Database` notices): forget the parent's queue,
         locks and connection without closing it (closing would end the parent's session on
         PostgreSQL)."""
-        _INHERITED.append(self._connection)  # never collected, so never closed here
+        _INHERITED.append((self._connection, self._lone_cursor))  # never collected nor closed
         self._engine.dispose(close=False)  # the pool's inherited connections too
         self._fresh_state()
 
