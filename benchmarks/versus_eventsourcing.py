@@ -23,7 +23,6 @@ Usage: `versus_eventsourcing.py [--quick] [--only sqlite|postgresql]`.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
 import tempfile
 import uuid
@@ -33,7 +32,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from _databases import POSTGRES
 from _harness import (
@@ -44,11 +42,10 @@ from _harness import (
     bench_arguments,
     compare,
     measure,
-    now_ms,
-    pg_conninfo,
     print_table,
 )
 from bench import BODY, MESSAGE, api_append, open_store, session_ids
+from lone_append import bare_append, bare_connection
 
 from session_journal import (
     ActivityChanged,
@@ -153,53 +150,6 @@ class Aggregates:
 def theirs_append(target: Any, aggregates: Aggregates, count: int) -> int:
     for _ in range(count):
         target.insert_events([aggregates.next_event()])
-    return count
-
-
-# The statements of a lone append, as the bare driver sends them (what the write path's short
-# path sends, written by hand): SQLite's five, PostgreSQL's one call in autocommit.
-BARE_SESSION = "SELECT session_id FROM sessions WHERE session_id = ?"
-BARE_SEQ = (
-    "UPDATE event_sequences SET last_seq = last_seq + 1 WHERE name = 'api_events'"
-    " RETURNING last_seq"
-)
-BARE_INSERT = (
-    "INSERT INTO api_events (seq, session_id, recorded_at_ms, body, body_canonical)"
-    " VALUES (?, ?, ?, ?, ?)"
-)
-BARE_CALL = (  # as SQLAlchemy compiles the short path's call for psycopg
-    "SELECT session_journal_append_event(%s::VARCHAR, %s::BIGINT, %s::VARCHAR, %s)"
-    " AS session_journal_append_event_1"
-)
-
-
-def bare_connection(backend: Backend, url: str) -> Any:
-    """The bare driver on a store's database: sqlite3 with the store's pragmas and its own
-    transaction handling off; psycopg in autocommit."""
-    if backend.name == "sqlite":
-        connection = sqlite3.connect(str(sa.make_url(url).database), isolation_level=None)
-        for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
-            connection.execute(f"PRAGMA {pragma}")
-        return connection
-    return psycopg.connect(pg_conninfo(url), autocommit=True)
-
-
-def bare_append(backend: Backend, connection: Any, sessions: Sequence[str], count: int) -> int:
-    """Lone appends of the bodies `api_append` writes, by the bare driver: the same statements
-    as the store's short path sends, on a database of the store's schema."""
-    cursor = connection.cursor()
-    if backend.name == "postgresql":
-        for index in range(count):
-            session = sessions[index % len(sessions)]
-            cursor.execute(BARE_CALL, (session, now_ms(), BODY, True)).fetchone()
-        return count
-    for index in range(count):
-        session = sessions[index % len(sessions)]
-        cursor.execute("BEGIN IMMEDIATE")
-        cursor.execute(BARE_SESSION, (session,)).fetchone()
-        seq = cursor.execute(BARE_SEQ).fetchone()[0]
-        cursor.execute(BARE_INSERT, (seq, session, now_ms(), BODY, True))
-        cursor.execute("COMMIT")
     return count
 
 

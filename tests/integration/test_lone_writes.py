@@ -5,6 +5,7 @@ wake-ups and errors."""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -393,3 +394,90 @@ def test_lone_appends_racing_lifecycle_writers_of_another_process_never_deadlock
         assert count > 10, kind
         # Each waits for the other's lock on S at most one short transaction at a time.
         assert slowest < 0.2, (kind, slowest)
+
+
+def test_an_interrupt_on_the_short_path_hands_the_write_path_over(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+
+    def interrupted(self: WritePath, write: Any, action: str) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(WritePath, "_run_alone", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.faults.record_startup_fault("s", "interrupted")
+    monkeypatch.undo()
+    path = write_path(store)
+    assert (path._leading, path._running_thread) == (False, None)
+    store.sessions.save(SessionFactory(id="t"))  # a batch: the write path is free
+    assert store.faults.record_startup_fault("s", "after") is True
+    assert bodies(store) == [SessionFaultFactory(message="after")]
+
+
+@POSTGRESQL_ONLY
+def test_lone_appends_run_in_read_committed_whatever_the_servers_default(
+    migrated_url: str,
+) -> None:
+    # A stricter default (of the server, the database, the role or, here, the URL) would make
+    # concurrent lone appends fail to serialize on the seq row.
+    url = sa.make_url(migrated_url)
+    given = url.query.get("options", "")
+    strict = url.update_query_dict(
+        {"options": f"{given} -c default_transaction_isolation=serializable".strip()}
+    ).render_as_string(hide_password=False)
+    stores = [Store.open(strict) for _ in range(3)]
+    try:
+        stores[0].sessions.save(SessionFactory(id="s"))
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(stores))
+
+        def append(store: Store) -> None:
+            start.wait()
+            for n in range(60):
+                try:
+                    store.faults.record_startup_fault("s", str(n))
+                except StorageError as error:
+                    errors.append(error)
+
+        threads = [threading.Thread(target=append, args=(store,)) for store in stores]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert stores[0].events.latest_seq() == 180
+        assert sum(write_path(store).retried for store in stores) == 0
+        with stores[0]._database.writer.connect() as connection:
+            shown = connection.execute(sa.text("SHOW default_transaction_isolation")).scalar()
+        assert shown == "read committed"
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_lone_append_that_cannot_connect_is_a_storage_error(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s"))
+    path, writer = write_path(store), store._database.writer
+    kept = path._connection
+    assert kept is not None
+    path._connection = None  # no connection kept: the next write connects
+    path._forget_lone_cursor()
+    kept.invalidate()
+    kept.close()
+    writer.dispose()  # and none pooled
+    refused = (
+        sqlite3.OperationalError if writer.dialect.name == "sqlite" else psycopg.OperationalError
+    )
+
+    def refuse(*_: Any) -> None:
+        raise refused("the server is not accepting connections")
+
+    sa.event.listen(writer, "do_connect", refuse)
+    try:
+        with pytest.raises(StorageError, match="record startup fault of 's' failed: the server"):
+            store.faults.record_startup_fault("s", "no connection")
+    finally:
+        sa.event.remove(writer, "do_connect", refuse)
+    assert store.faults.record_startup_fault("s", "connected") is True
+    assert bodies(store) == [SessionFaultFactory(message="connected")]

@@ -316,6 +316,9 @@ class Prepared:
         unknown = set(order) - set(positions)
         if unknown:
             raise ValueError(f"{sorted(unknown)} are not parameters of {sql!r}")
+        unset = [key for key in positions if key not in order and defaults.get(key) is None]
+        if unset:  # a bind with no value and no argument would send NULL
+            raise ValueError(f"{unset} of {sql!r} have no value and are not in {order}")
         self._constants: list[Any] | None = None  # the arguments are the parameters
         self._slots: tuple[int, ...] = ()
         if tuple(positions) != order:  # constants in place, each argument put where it goes

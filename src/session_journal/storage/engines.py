@@ -174,7 +174,7 @@ def create_engine(
         elif role == "reader":
             pool = _reader_pool(options)
         if role in ("writer", "reader"):
-            pool["connect_args"] = postgresql_connect_args(parsed, options)
+            pool["connect_args"] = postgresql_connect_args(parsed, options, role)
         try:
             return sa.create_engine(parsed, isolation_level=isolation, **pool)
         except (ValueError, TypeError) as error:  # the driver's arguments of the URL's query
@@ -195,18 +195,26 @@ def _reader_pool(options: StoreOptions) -> dict[str, Any]:
     return {"pool_size": options.reader_pool_size, "max_overflow": READER_POOL_OVERFLOW}
 
 
-def postgresql_connect_args(url: sa.URL, options: StoreOptions) -> dict[str, Any]:
+def postgresql_connect_args(url: sa.URL, options: StoreOptions, role: str) -> dict[str, Any]:
     """psycopg's connection arguments for the store's PostgreSQL reader and writer:
     `connect_timeout` (whole seconds) and `statement_timeout` (milliseconds) set at connection
     start-up through libpq's `options`, after the URL's own `options` (a `search_path`, say),
-    which are kept. Empty when neither option is set: then the URL alone decides."""
+    which are kept. The writer's sessions also default to READ COMMITTED
+    (`default_transaction_isolation`): its lone writes run in autocommit, where psycopg sends no
+    `BEGIN ISOLATION LEVEL`, and must not take a stricter default of the server, the database,
+    the role or the URL (their statements rely on fresh snapshots, as every writer's do)."""
     args: dict[str, Any] = {}
     if options.connect_timeout_s:
         args["connect_timeout"] = options.connect_timeout_s
+    settings = []
     if options.statement_timeout_ms:
+        settings.append(f"-c statement_timeout={options.statement_timeout_ms}")
+    if role == "writer":
+        settings.append("-c default_transaction_isolation=read\\ committed")
+    if settings:
         given = url.query.get("options", ())
         kept = [given] if isinstance(given, str) else list(given)
-        args["options"] = " ".join([*kept, f"-c statement_timeout={options.statement_timeout_ms}"])
+        args["options"] = " ".join([*kept, *settings])
     return args
 
 

@@ -128,14 +128,30 @@ class WritePath:
         short path (`_run_alone`); otherwise it is `submit(write.run, action)`: it joins the
         next batch, so group commit is what it was for concurrent callers. The rules of
         `submit` hold either way."""
-        if not self._take_alone(action):
-            return self.submit(write.run, action)
+        self._refuse_waiting_for_itself(action)
+        me, took = threading.get_ident(), False
         try:
-            return self._run_alone(write, action)
-        finally:
             with self._mutex:
-                self._running_thread = None
-                self._hand_over()
+                if self._leading or self._queue or self._closed:
+                    if self._closed:
+                        raise StoreClosed(f"{action}: the store is closed")
+                else:
+                    withdrawal = WITHDRAWAL.get()
+                    if withdrawal is not None and not withdrawal.attach(_running):
+                        raise CallWithdrawn(f"{action}: withdrawn before it was queued")
+                    # Taken: no call between these stores, so no interrupt (a signal's
+                    # exception lands only at a call or a jump) comes between them.
+                    took = True
+                    self._leading = True
+                    self._running_thread = me
+            if took:  # nobody else writes: this thread runs it now, by itself
+                return self._run_alone(write, action)
+        finally:
+            if took:
+                with self._mutex:
+                    self._running_thread = None
+                    self._hand_over()
+        return self.submit(write.run, action)  # others write: the next batch
 
     @contextmanager
     def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
@@ -220,41 +236,23 @@ class WritePath:
 
     def _refuse_waiting_for_itself(self, action: str) -> None:
         """Refuse a write that this thread would wait for forever (it holds a transaction)."""
+        if bound.holds_binding(self.owner):
+            # This thread holds a transaction of the caller bound to the store: on SQLite it
+            # holds the write lock, on PostgreSQL maybe the rows the call needs.
+            raise BoundTransactionOpen(
+                f"{action}: this thread holds a transaction bound to this store "
+                "(store.bind) that has not ended; pass uow=<its unit of work> to make the call "
+                "inside it, or commit or roll back that transaction first (else the call would "
+                "wait for it)"
+            )
         me = threading.get_ident()
-        if self._exclusive_thread != me and self._running_thread != me:
-            if bound.holds_binding(self.owner):
-                # This thread holds a transaction of the caller bound to the store: on SQLite
-                # it holds the write lock, on PostgreSQL maybe the rows the call needs.
-                raise BoundTransactionOpen(
-                    f"{action}: this thread holds a transaction bound to this store "
-                    "(store.bind) that has not ended; pass uow=<its unit of work> to make the "
-                    "call inside it, or commit or roll back that transaction first (else the "
-                    "call would wait for it)"
-                )
-        else:
+        if self._exclusive_thread == me or self._running_thread == me:
             # This thread holds the write path: waiting for its turn would wait for itself.
             raise WriteInsideUnitOfWork(
                 f"{action}: a write was started inside a unit of work of the same store "
                 "(a `unit_of_work()` block or a function the write path runs); use the unit of "
                 "work's repositories instead"
             )
-
-    def _take_alone(self, action: str) -> bool:
-        """Take the write path for a lone write if nobody leads and no call is queued: whether
-        this thread now holds it (and must hand it over when done). A lone write that takes it
-        is running at once, so an `aio` withdrawal can no longer stop it (it may commit)."""
-        self._refuse_waiting_for_itself(action)
-        with self._mutex:
-            if self._leading or self._queue or self._closed:
-                if self._closed:
-                    raise StoreClosed(f"{action}: the store is closed")
-                return False
-            withdrawal = WITHDRAWAL.get()
-            if withdrawal is not None and not withdrawal.attach(_running):
-                raise CallWithdrawn(f"{action}: withdrawn before it was queued")
-            self._leading = True
-            self._running_thread = threading.get_ident()
-            return True
 
     def _enqueue(self, call: Call[Any]) -> None:
         """Queue the call; with nobody leading, its own thread leads at once."""
@@ -475,24 +473,30 @@ class WritePath:
 
     def _run_alone(self, write: LoneWrite[T], action: str) -> T:
         """Run a lone write on the short path, in a transaction of its own on the kept
-        connection, through its `driver.LoneCursor`. If it fails, the connection is
-        discarded (the next transaction starts on a new one) and the caller gets the error as
-        a batch's caller would; a deadlock victim (PostgreSQL) runs again, as a batch's does."""
+        connection, through its `driver.LoneCursor`. If it fails, the connection is discarded
+        (the next transaction starts on a new one) and the caller gets the error as a batch's
+        caller would; a deadlock victim (PostgreSQL) runs again, as a batch's does. Once it
+        committed, the connection is kept and followers are told, whatever comes after."""
         retries = 0
         while True:
-            connection = self._checkout_alone()
-            cursor = self._lone_cursor
-            if cursor is None:  # a new connection: its cursor, and on the first one statements
-                cursor = self._lone_cursor = driver.lone_cursor(connection)
-                if self._lone_statements is None:
-                    self._lone_statements = LoneStatements(connection.dialect)
+            connection: sa.Connection | None = None
+            committed = False
             try:
+                connection = self._checkout_alone()
+                cursor = self._lone_cursor
+                if cursor is None:  # a new connection: its cursor, and the statements once
+                    cursor = self._lone_cursor = driver.lone_cursor(connection)
+                    if self._lone_statements is None:
+                        self._lone_statements = LoneStatements(connection.dialect)
                 cursor.begin()
                 result = write.run_alone(self._lone_statements, cursor)
                 cursor.commit()
+                committed = True
             except BaseException as error:
-                self._forget_lone_cursor()
-                _discard_connection(connection)
+                if not committed:
+                    self._forget_lone_cursor()
+                    if connection is not None:
+                        _discard_connection(connection)
                 if not isinstance(error, Exception):
                     raise
                 translated = _translated_error(action, error)
@@ -501,14 +505,17 @@ class WritePath:
                     self.retried += 1
                     continue
                 raise translated  # noqa: B904 (`storage_error` chains it to the driver error)
-            self.batches += 1
-            self.calls += 1
-            self.alone += 1
-            if self._closed:  # closing: `close` waits for this call, then finds no connection
-                self._keep(connection)
-            else:  # kept as it is (a lone write changes no option of the connection)
-                self._connection = connection
-            self._committed()
+            finally:
+                if committed:
+                    assert connection is not None
+                    self.batches += 1
+                    self.calls += 1
+                    self.alone += 1
+                    if self._closed:  # closing: `close` waits for this call to end
+                        self._keep(connection)
+                    else:  # kept as it is (a lone write changes no option of it)
+                        self._connection = connection
+                    self._committed()
             return result
 
     def _committed(self) -> None:
