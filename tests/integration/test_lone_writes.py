@@ -4,6 +4,7 @@ wake-ups and errors."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import sqlite3
 import threading
@@ -17,6 +18,8 @@ import pytest
 import sqlalchemy as sa
 
 from session_journal import (
+    ApiEvent,
+    AsyncStore,
     SessionState,
     StorageError,
     Store,
@@ -481,3 +484,34 @@ def test_a_lone_append_that_cannot_connect_is_a_storage_error(store: Store) -> N
         sa.event.remove(writer, "do_connect", refuse)
     assert store.faults.record_startup_fault("s", "connected") is True
     assert bodies(store) == [SessionFaultFactory(message="connected")]
+
+
+def test_a_cancelled_async_lone_append_on_the_short_path_may_still_commit(
+    migrated_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a cancelled call already in a batch (test_async_api): once it runs, it is not withdrawn.
+    running, finish = threading.Event(), threading.Event()
+    original = AppendIfSessionExists.run_alone
+
+    def slow(self: AppendIfSessionExists, statements: Any, cursor: Any) -> bool:
+        running.set()
+        finish.wait(10)
+        return original(self, statements, cursor)
+
+    async def scenario() -> list[ApiEvent]:
+        async with await AsyncStore.open(migrated_url) as store:
+            await store.sessions.save(SessionFactory(id="s"))
+            monkeypatch.setattr(AppendIfSessionExists, "run_alone", slow)
+            task = asyncio.create_task(store.faults.record_startup_fault("s", "kept"))
+            await asyncio.to_thread(running.wait, 10)
+            task.cancel()
+            finish.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            async with asyncio.timeout(10):  # the write goes on without its caller
+                while not (page := await store.events.load(after_seq=0)).events:
+                    await asyncio.sleep(0.01)
+            return list(page.events)
+
+    logged = asyncio.run(scenario())
+    assert [event.event for event in logged] == [SessionFaultFactory(message="kept")]
