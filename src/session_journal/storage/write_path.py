@@ -12,6 +12,13 @@ its own batch of one, with no savepoint, no timer and no thread hand-off, so it 
 nothing. A leader keeps leading until its own call is done, then hands over to a waiting
 caller.
 
+**Lone writes** (`submit_lone`, `lone.py`): a call whose statements and arguments are fixed
+before its transaction comes as data. A caller that finds nobody leading and nothing queued
+takes the write path and runs it by itself on the short path: its statements, compiled once, on
+the kept connection's `driver.LoneCursor` (on PostgreSQL one statement in autocommit), with no
+unit of work, savepoint or `Call`. Otherwise it joins the next batch as `submit(write.run)`.
+The rules below hold for it either way.
+
 The rules a caller can rely on:
 - a call returns (or raises) only after the commit that contains its work is durable;
 - a call that fails rolls back to its savepoint and raises in its own caller only; the rest of
