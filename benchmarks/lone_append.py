@@ -3,10 +3,12 @@ checked, the body encoded, then the write path), the write path's short path alo
 (`WritePath.submit_lone` of an `AppendIfSessionExists` whose body is encoded already) and the bare
 driver sending the statements the short path sends (SQLite: `BEGIN IMMEDIATE`, the seq taken if
 the session exists, the `INSERT`, `COMMIT`; PostgreSQL: one call of `session_journal_append_event`
-in autocommit), each on a database of the store's schema, 50 sessions, 300-byte bodies.
+in autocommit), each on a database of the store's schema, 50 sessions, 300-byte bodies. On
+SQLite a fourth: the bare driver sending the loop the lone-append target names, the session
+checked by a `SELECT` of its own before the seq is taken ("bare, check apart").
 
 Per backend, durable (SQLite `synchronous=FULL`, PostgreSQL's commit waiting for its WAL flush),
-and on SQLite once more with `synchronous=OFF` (no fsync: what is left is the CPU). The three
+and on SQLite once more with `synchronous=OFF` (no fsync: what is left is the CPU). They
 alternate in chunks of 100 calls for at least 5 rounds; the table gives each one's median per
 call: the wall time and this process's user and system CPU time (`getrusage`). The service's
 share is the first row less the second, the write path's the second less the third.
@@ -56,6 +58,13 @@ BARE_INSERT = (
     "INSERT INTO api_events (seq, session_id, recorded_at_ms, body, body_canonical)"
     " VALUES (?, ?, ?, ?, ?)"
 )
+# The loop the lone-append target names (issue 39): the session checked by a SELECT of its own,
+# then the seq taken (the short path folds the check into the seq statement).
+BARE_SESSION = "SELECT 1 FROM sessions WHERE session_id = ?"
+BARE_TAKE_SEQ = (
+    "UPDATE event_sequences SET last_seq = last_seq + 1 WHERE name = 'api_events'"
+    " RETURNING last_seq"
+)
 BARE_CALL = (  # as SQLAlchemy compiles the short path's call for psycopg
     "SELECT session_journal_append_event(%s::VARCHAR, %s::BIGINT, %s::VARCHAR, %s)"
     " AS session_journal_append_event_1"
@@ -85,6 +94,22 @@ def bare_append(backend: Backend, connection: Any, sessions: Sequence[str], coun
         session = sessions[index % len(sessions)]
         cursor.execute("BEGIN IMMEDIATE")
         seq = cursor.execute(BARE_SEQ, (session,)).fetchone()[0]
+        cursor.execute(BARE_INSERT, (seq, session, now_ms(), BODY, True))
+        cursor.execute("COMMIT")
+    return count
+
+
+def bare_append_checked_apart(connection: Any, sessions: Sequence[str], count: int) -> int:
+    """Lone appends by the bare SQLite driver as the target's loop sends them: `BEGIN
+    IMMEDIATE`, the session `SELECT`, the seq `UPDATE ... RETURNING`, the `INSERT`, `COMMIT`."""
+    cursor = connection.cursor()
+    for index in range(count):
+        session = sessions[index % len(sessions)]
+        cursor.execute("BEGIN IMMEDIATE")
+        if cursor.execute(BARE_SESSION, (session,)).fetchone() is None:
+            cursor.execute("ROLLBACK")
+            continue
+        seq = cursor.execute(BARE_TAKE_SEQ).fetchone()[0]
         cursor.execute(BARE_INSERT, (seq, session, now_ms(), BODY, True))
         cursor.execute("COMMIT")
     return count
@@ -136,6 +161,8 @@ def measure(backend: Backend, scale: Scale, rounds: int, synchronous: str) -> li
             "the short path alone": partial(short_path_append, store, sessions),
             "bare statements": partial(bare_append, backend, bare, sessions),
         }
+        if backend.name == "sqlite":
+            works["bare, check apart"] = partial(bare_append_checked_apart, bare, sessions)
         samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in works}
         for work in works.values():
             work(CHUNK)  # warm-up

@@ -27,6 +27,7 @@ from session_journal import (
     WriteInsideUnitOfWork,
 )
 from session_journal._validation import encode_json
+from session_journal.storage.driver import Prepared
 from session_journal.storage.lone import AppendIfSessionExists
 from session_journal.storage.write_path import WritePath
 from tests.factories import SessionFactory, SessionFaultFactory
@@ -515,3 +516,22 @@ def test_a_cancelled_async_lone_append_on_the_short_path_may_still_commit(
 
     logged = asyncio.run(scenario())
     assert [event.event for event in logged] == [SessionFaultFactory(message="kept")]
+
+
+def test_a_lone_statement_takes_its_arguments_in_the_order_of_its_parameters(
+    store: Store,
+) -> None:
+    """`driver.Prepared` passes the arguments as they are: a statement whose parameters are not
+    exactly the arguments, in order (one missing, one more, another order), is refused when it
+    is made, never sent with a value in the wrong place or a NULL."""
+    dialect = store._database.write_path._engine.dialect
+    statement = sa.select(sa.bindparam("a", type_=sa.Text), sa.bindparam("b", type_=sa.Integer))
+    prepared = Prepared(dialect, statement, ("a", "b"))
+    with store._database.write_path._engine.connect() as connection:
+        cursor = connection.connection.dbapi_connection.cursor()
+        assert tuple(cursor.execute(prepared.sql, ("x", 2)).fetchone()) == ("x", 2)
+    for order in [("b", "a"), ("a",), ("a", "b", "c")]:
+        with pytest.raises(ValueError, match=r"the parameters of .* are \('a', 'b'\), not"):
+            Prepared(dialect, statement, order)
+    with pytest.raises(ValueError, match="not"):  # a constant bound is a parameter too
+        Prepared(dialect, sa.select(sa.literal(1), sa.bindparam("a", type_=sa.Text)), ("a",))

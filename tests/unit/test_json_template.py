@@ -19,6 +19,9 @@ MESSAGES = [
     "brackets that look deep " + "[{" * 200,
     "x" * 10_000,
     "\x00session-journal: the open field\x00",  # the template's own marker
+    "".join(chr(code) for code in range(128)),  # every ASCII character
+    "".join(chr(code) for code in range(0x80, 0x800, 7)),  # two-byte characters, C1 controls
+    "private use \ue000, noncharacters \ufffe \uffff, astral \U0010ffff",
 ]
 
 

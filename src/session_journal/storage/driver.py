@@ -301,39 +301,19 @@ def rollback_nested(connection: sa.Connection) -> None:
 
 class Prepared:
     """A statement of a lone write, compiled once (per engine: the write path keeps its lone
-    statements) and run on a `LoneCursor` with its arguments given in a fixed order (`order`),
-    with no dictionary, cache lookup or SQLAlchemy object per run. Its constant binds keep the
-    values the statement was built with."""
+    statements) and run on a `LoneCursor` with its arguments given as a tuple in the order of
+    its parameters (`order`, checked here), with no dictionary, cache lookup or SQLAlchemy object
+    per run. Its constants are written in its text (`literal_column`), not bound."""
 
-    __slots__ = ("_constants", "_slots", "sql")
+    __slots__ = ("sql",)
 
     def __init__(self, dialect: Dialect, statement: sa.Executable, order: tuple[str, ...]) -> None:
         if not dialect.positional:  # psycopg: compiled for positional parameters (`%s`), which
             dialect = _positional(type(dialect))  # it takes as a plain tuple
-        sql, positions, defaults = _compiled(dialect, statement)
+        sql, positions, _ = _compiled(dialect, statement)
+        if positions is None or tuple(positions) != order:
+            raise ValueError(f"the parameters of {sql!r} are {positions}, not {order}")
         self.sql = sql
-        assert positions is not None
-        unknown = set(order) - set(positions)
-        if unknown:
-            raise ValueError(f"{sorted(unknown)} are not parameters of {sql!r}")
-        unset = [key for key in positions if key not in order and defaults.get(key) is None]
-        if unset:  # a bind with no value and no argument would send NULL
-            raise ValueError(f"{unset} of {sql!r} have no value and are not in {order}")
-        self._constants: list[Any] | None = None  # the arguments are the parameters
-        self._slots: tuple[int, ...] = ()
-        if tuple(positions) != order:  # constants in place, each argument put where it goes
-            self._constants = [defaults.get(key) for key in positions]
-            self._slots = tuple(order.index(key) if key in order else -1 for key in positions)
-
-    def values(self, args: tuple[Any, ...]) -> Any:
-        """The parameters of a run with `args`."""
-        if self._constants is None:
-            return args
-        values = list(self._constants)
-        for position, index in enumerate(self._slots):
-            if index >= 0:
-                values[position] = args[index]
-        return values
 
 
 def _positional(kind: type[Dialect]) -> Dialect:
@@ -366,12 +346,12 @@ class LoneCursor:
     def first(self, statement: Prepared, args: tuple[Any, ...] = ()) -> Any:
         """Run the statement; its first row (`None` if it returned none)."""
         cursor = self._cursor
-        cursor.execute(statement.sql, statement.values(args))
+        cursor.execute(statement.sql, args)
         return cursor.fetchone()
 
     def run(self, statement: Prepared, args: tuple[Any, ...] = ()) -> None:
         """Run the statement, reading nothing back."""
-        self._cursor.execute(statement.sql, statement.values(args))
+        self._cursor.execute(statement.sql, args)
 
     def close(self) -> None:
         """Close the cursor, before its connection is used otherwise (a batch, a unit-of-work
