@@ -222,6 +222,9 @@ class FakeEvents:
         self.append_encoded(session_id, recorded_at_ms, body)
         return True
 
+    def append_if_sessions_exist(self, events: Sequence[tuple[str, int, str]]) -> list[bool]:
+        return [self.append_if_session_exists(*event) for event in events]
+
     def latest_seq(self) -> int:
         return self._state.latest_seq
 

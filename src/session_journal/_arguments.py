@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any, TypeVar, get_args, get_origin
@@ -21,7 +20,7 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
-from ._validation import I64_MAX, Id, is_id
+from ._validation import I64_MAX
 from .errors import InvalidRecord
 
 # One mechanism: `validate_arguments` runs pydantic's `validate_call` (strict: no coercion, so
@@ -147,7 +146,6 @@ def validate_arguments(**labels: str) -> Callable[[F], F]:
         checked = validate_call(config=_ARGUMENTS)(fn)
         names = list(inspect.signature(fn).parameters)
         hints: dict[str, Any] = {}
-        plain = _PlainArguments(fn)
 
         def refusal(error: ValidationError, args: Any, kwargs: Any) -> Exception:
             if not hints:
@@ -158,8 +156,6 @@ def validate_arguments(**labels: str) -> Callable[[F], F]:
 
             @functools.wraps(fn)
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                if plain.accept(args, kwargs):
-                    return await fn(*args, **kwargs)
                 try:
                     return await checked(*args, **kwargs)
                 except ValidationError as error:
@@ -171,8 +167,6 @@ def validate_arguments(**labels: str) -> Callable[[F], F]:
 
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if plain.accept(args, kwargs):
-                return fn(*args, **kwargs)
             try:
                 return checked(*args, **kwargs)
             except ValidationError as error:
@@ -183,117 +177,6 @@ def validate_arguments(**labels: str) -> Callable[[F], F]:
         return typing.cast(F, call)
 
     return decorate
-
-
-# Plain arguments: most calls pass a few ids, strings, integers and flags (or `None`, or nothing
-# for an argument with a default), each of which pydantic would accept and pass on unchanged.
-# `_PlainArguments` tells those calls apart with a test per argument, and the method runs with
-# them as they are; any other call (a record, another type, a value out of range, a missing or
-# unknown argument) goes to `validate_call`, which accepts or refuses it as before. The tests
-# accept a subset of what pydantic accepts, never more (`tests/unit/test_service_arguments.py`
-# holds each to pydantic).
-
-_Test = Callable[[Any], bool]
-
-
-def _plain_test(hint: Any) -> _Test:
-    """The test of an argument annotated `hint`: `_never` for an annotation that is not plain
-    (a record, a collection, a validator of its own), so that a call giving that argument is
-    checked by pydantic."""
-    if hint is Any or hint is object:
-        return _anything
-    if get_origin(hint) is Annotated:
-        if any(isinstance(marker, _Passed) for marker in get_args(hint)[1:]):
-            return _anything
-        return _ANNOTATED.get(hint, _never)
-    if get_origin(hint) in (typing.Union, types.UnionType):
-        options = get_args(hint)
-        if len(options) != 2 or type(None) not in options:
-            return _never
-        inner = _plain_test(next(option for option in options if option is not type(None)))
-        if inner is _anything:
-            return _anything
-        return lambda value: value is None or inner(value)
-    exact = _EXACT.get(hint)
-    if exact is None:
-        return _never
-    return lambda value: type(value) is exact
-
-
-def _anything(value: Any) -> bool:
-    return True
-
-
-def _never(value: Any) -> bool:
-    return False
-
-
-def _is_int64(value: Any) -> bool:
-    return type(value) is int and 0 <= value <= I64_MAX
-
-
-_EXACT: dict[Any, type] = {str: str, int: int, bool: bool}
-_ANNOTATED: dict[Any, _Test] = {Int64: _is_int64, Id: is_id}
-
-
-class _PlainArguments:
-    """The plain tests of a method's parameters (see above), made at its first call (its hints
-    resolve once every module is imported)."""
-
-    __slots__ = ("_by_name", "_fn", "_names", "_required", "_tests")
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self._fn: Callable[..., Any] | None = fn
-        self._names: tuple[str, ...] = ()  # the positional parameters
-        # Their tests (`None` for one not checked); `None` when no call is plain.
-        self._tests: tuple[_Test | None, ...] | None = ()
-        self._by_name: dict[str, _Test] = {}
-        self._required: tuple[str, ...] = ()
-
-    def _resolve(self, fn: Callable[..., Any]) -> None:
-        self._fn, self._tests = None, None
-        try:
-            hints = typing.get_type_hints(fn, include_extras=True)
-        except Exception:  # any failure to resolve: pydantic checks every call
-            return
-        names, tests, required = [], [], []
-        for parameter in inspect.signature(fn).parameters.values():
-            if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
-                return  # variadic or positional-only: pydantic checks every call
-            test = _plain_test(hints.get(parameter.name, Any))
-            if parameter.kind is parameter.POSITIONAL_OR_KEYWORD:
-                names.append(parameter.name)
-                tests.append(None if test is _anything else test)
-            self._by_name[parameter.name] = test
-            if parameter.default is parameter.empty:
-                required.append(parameter.name)
-        self._names, self._tests, self._required = tuple(names), tuple(tests), tuple(required)
-
-    def accept(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        """Whether the call binds and every argument passes its test."""
-        if self._fn is not None:
-            self._resolve(self._fn)
-        tests = self._tests
-        if tests is None or len(args) > len(tests):
-            return False
-        for test, value in zip(tests, args, strict=False):
-            if test is not None and not test(value):
-                return False
-        if kwargs:
-            by_name = self._by_name
-            for name in self._names[: len(args)]:  # given twice
-                if name in kwargs:
-                    return False
-            for name, value in kwargs.items():
-                known = by_name.get(name)
-                if known is None or not known(value):
-                    return False
-        if len(self._required) > len(args):  # the required ones past the positional ones
-            given = self._names[: len(args)]
-            for name in self._required:
-                if name not in kwargs and name not in given:
-                    return False
-        return True
 
 
 _BINDING_ERRORS = {

@@ -19,22 +19,6 @@ _ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 I64_MAX = 2**63 - 1
 
 
-_ID_CHARACTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@-"
-
-
-def is_id(value: object) -> bool:
-    """Whether `value` is an id: a `str` (not a subclass) that `check_id` accepts. (Without
-    the regular expression: stripping the id's characters from both ends leaves nothing only
-    if every character is one of them; a call of the expression engine costs a hot path more.)"""
-    return (
-        type(value) is str
-        and 0 < len(value) <= 128
-        and not value.strip(_ID_CHARACTERS)
-        and value != "."
-        and value != ".."
-    )
-
-
 def check_id(value: str) -> str:
     """Ids name directories: 1-128 chars of `[A-Za-z0-9._:@-]`, never `.` or `..`."""
     if not _ID.fullmatch(value) or value in (".", ".."):
@@ -169,20 +153,11 @@ def encode_json(model: BaseModel | Value, what: str, max_bytes: int) -> EncodedJ
     return EncodedJson(check_json_depth(text, what))
 
 
-# The JSON string of a text, as pydantic-core's serializer writes it: `"` and `\` escaped,
-# \b \f \n \r \t in their short forms, the other controls as \u00xx (lowercase hex), everything
-# else as it is (no ASCII escaping). The standard library's encoder with `ensure_ascii=False`
-# writes the same; it is used on hot paths because it is small: a call of pydantic-core's
-# `to_json` costs little CPU but, after the call waited for a disk flush, runs with its code out
-# of the processor's caches (about 13 microseconds a call, measured on the lone append).
-_JSON_TEXT = json.JSONEncoder(ensure_ascii=False)
-
-
 class JsonTemplate:
     """What `encode_json` makes of a model whose one string field varies, for a hot path: the
     text around that field's JSON string is taken once from the model's own encoding, and `fill`
-    encodes only the string (`_JSON_TEXT`, which writes a string as the model's serializer
-    does), with `encode_json`'s checks and errors. `make(text)` builds the model with `text` in
+    encodes only the string (pydantic-core's `to_json`, the serializer the model's encoding
+    uses), with `encode_json`'s checks and errors. `make(text)` builds the model with `text` in
     the field; the field's text must not change the rest of the encoding (no other field derives
     from it). `tests/unit/test_json_template.py` holds `fill` to `encode_json` for every kind of
     text."""
@@ -200,19 +175,12 @@ class JsonTemplate:
 
     def fill(self, value: str, what: str, max_bytes: int) -> EncodedJson:
         """`encode_json(make(value), what, max_bytes)`, encoding only `value`."""
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as error:  # a lone surrogate: in the model's words
-                try:
-                    to_json(value)
-                except PydanticSerializationError as refused:
-                    raise InvalidRecord(f"{what} cannot be encoded as JSON: {refused}") from None
-                raise InvalidRecord(
-                    f"{what} contains a lone surrogate at position {error.start}"
-                ) from None
-        text = self._prefix + _JSON_TEXT.encode(value) + self._suffix
-        if len(text) * 4 > max_bytes:  # no lone surrogate: only the size is left to check
+        try:
+            string = to_json(value).decode()
+        except PydanticSerializationError as error:
+            raise InvalidRecord(f"{what} cannot be encoded as JSON: {error}") from None
+        text = self._prefix + string + self._suffix
+        if len(text) * 4 > max_bytes:  # `to_json` refused lone surrogates: only the size is left
             check_json_size(text, what, max_bytes)
         return EncodedJson(text)
 

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from session_journal import (
     ApiEvent,
     AsyncStore,
+    InvalidRecord,
     SessionState,
     StorageError,
     Store,
@@ -535,3 +536,91 @@ def test_a_lone_statement_takes_its_arguments_in_the_order_of_its_parameters(
             Prepared(dialect, statement, order)
     with pytest.raises(ValueError, match="not"):  # a constant bound is a parameter too
         Prepared(dialect, sa.select(sa.literal(1), sa.bindparam("a", type_=sa.Text)), ("a",))
+
+
+def run_queued_behind_a_block(store: Store, calls: list[Callable[[], Any]]) -> list[Any]:
+    """Run `calls`, each in a thread of its own, queued in this order while a unit-of-work
+    block holds the write path: one batch takes them all once the block ends. Each call's
+    result, or the exception it raised."""
+    path = write_path(store)
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            outcomes[index] = calls[index]()
+        except Exception as error:  # the test reads it
+            outcomes[index] = error
+
+    threads = []
+    with store.unit_of_work():  # holds the write path; ends without a commit
+        for index in range(len(calls)):
+            threads.append(threading.Thread(target=run, args=(index,)))
+            threads[-1].start()
+            deadline = time.monotonic() + 10
+            while path.queued() <= index and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert path.queued() == index + 1
+    for thread in threads:
+        thread.join(10)
+    return outcomes
+
+
+def test_lone_appends_queued_together_run_at_once_in_their_batch(store: Store) -> None:
+    """The batch checks the sessions of its lone appends with one statement, at the place of
+    the first; the other calls run in their turn. Same results and rows as one by one."""
+    store.sessions.save(SessionFactory(id="s1"))
+    store.sessions.save(SessionFactory(id="s2"))
+    path = write_path(store)
+    together, batches = path.together, path.batches
+    fault = store.faults.record_startup_fault
+    outcomes = run_queued_behind_a_block(
+        store,
+        [
+            lambda: fault("s1", "a"),
+            lambda: fault("nope", "b"),
+            lambda: store.sessions.save(SessionFactory(id="s3")),
+            lambda: fault("s2", "c"),
+            lambda: fault("s1", "d"),
+        ],
+    )
+    assert outcomes == [True, False, None, True, True]
+    assert path.together - together == 4
+    assert path.batches - batches == 2  # the block's transaction, then one batch of the five
+    assert [(row[0], row[1]) for row in rows(store)] == [(1, "s1"), (2, "s2"), (3, "s1")]
+    assert bodies(store) == [SessionFaultFactory(message=m) for m in ("a", "c", "d")]
+    assert store.sessions.get("s3") is not None
+
+
+def test_when_lone_appends_fail_together_each_runs_by_itself_and_gets_its_own_outcome(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group that fails is undone and run call by call: a bad call gets its error alone."""
+    store.sessions.save(SessionFactory(id="s1"))
+    path = write_path(store)
+    failed, together = path.together_failed, path.together
+    fault = store.faults.record_startup_fault
+    not_json = AppendIfSessionExists("s1", 1, "not json")  # a body no service would give
+    outcomes = run_queued_behind_a_block(
+        store,
+        [
+            lambda: fault("s1", "a"),
+            lambda: path.submit_lone(not_json, "append a bad body"),
+            lambda: fault("s1", "c"),
+        ],
+    )
+    assert outcomes[0] is True and outcomes[2] is True
+    assert isinstance(outcomes[1], InvalidRecord)
+    assert (path.together_failed - failed, path.together) == (1, together)
+    assert bodies(store) == [SessionFaultFactory(message=m) for m in ("a", "c")]
+
+    def broken(self: AppendIfSessionExists, writes: Any, uow: Any) -> Any:
+        raise RuntimeError("the group statement failed")
+
+    monkeypatch.setattr(AppendIfSessionExists, "run_together", broken)
+    outcomes = run_queued_behind_a_block(
+        store, [lambda: fault("s1", "e"), lambda: fault("nope", "f"), lambda: fault("s1", "g")]
+    )
+    assert outcomes == [True, False, True]
+    assert path.together_failed - failed == 2
+    assert bodies(store)[2:] == [SessionFaultFactory(message=m) for m in ("e", "g")]
+    assert [row[0] for row in rows(store)] == [1, 2, 3, 4]

@@ -87,9 +87,6 @@ class _Threads(threading.local):
 
 
 _THREADS = _Threads()
-# Whether any thread of this process ever bound a transaction: until one does, no thread holds
-# a binding, and `holds_binding` (on every write's path) answers without the thread's state.
-_EVER_BOUND = False
 
 
 def bind(target: object, database: Any) -> UnitOfWork:
@@ -116,8 +113,6 @@ def bind(target: object, database: Any) -> UnitOfWork:
         if not event.contains(connection, name, listener):
             event.listen(connection, name, listener)
     _remember(target, binding)
-    global _EVER_BOUND
-    _EVER_BOUND = True  # before the binding is held: a check after it sees it
     held = _THREADS.bindings
     if held is None:
         held = _THREADS.bindings = weakref.WeakSet()
@@ -127,8 +122,6 @@ def bind(target: object, database: Any) -> UnitOfWork:
 
 def holds_binding(database: object) -> bool:
     """Whether this thread bound a transaction to `database`'s store that has not ended."""
-    if not _EVER_BOUND:
-        return False
     held = _THREADS.bindings
     return held is not None and any(
         binding.live and binding.database is database for binding in list(held)

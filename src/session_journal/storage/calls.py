@@ -27,14 +27,16 @@ class Call(Generic[T]):
         "failed",
         "fn",
         "leads",
+        "lone",
         "retries",
         "value",
         "wake",
         "withdrawal",
     )
 
-    def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str) -> None:
+    def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str, lone: Any = None) -> None:
         self.fn = fn
+        self.lone = lone  # the lone write whose `run` `fn` is: a batch may run it with others
         # What its work left to run after the commit, once kept (`_run_call`).
         self.after_commit: Sequence[Callable[[], None]] = ()
         self.withdrawal = WITHDRAWAL.get()  # set by a caller whose call may be withdrawn

@@ -26,6 +26,8 @@ so a writer that waited for a lock sees the rows as they are once it holds it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
@@ -98,6 +100,14 @@ class AppendIfSessionExists:
         )
         uow.commit()
         return appended
+
+    def run_together(
+        self, writes: Sequence[AppendIfSessionExists], uow: WriteContext
+    ) -> list[bool]:
+        """The appends of a batch at once: their sessions checked by one statement."""
+        return uow.events.append_if_sessions_exist(
+            [(write.session_id, write.recorded_at_ms, write.body) for write in writes]
+        )
 
     def run_alone(self, statements: LoneStatements, cursor: driver.LoneCursor) -> bool:
         """The append by itself, in the transaction the write path began."""

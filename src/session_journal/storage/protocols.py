@@ -183,6 +183,11 @@ class EventWrites(EventReads, Protocol):
         """Queue one event if its session exists; whether it did."""
         ...
 
+    def append_if_sessions_exist(self, events: Sequence[tuple[str, int, str]]) -> list[bool]:
+        """`append_if_session_exists` of each `(session_id, recorded_at_ms, body)`, in order,
+        the sessions checked together (one statement); whether each was queued."""
+        ...
+
     def raise_floor(self, through_seq: int) -> bool:
         """Record `pruned_through = through_seq` if above the floor and not above the
         frontier (raising the minimum compatible level); whether the floor moved."""
@@ -405,6 +410,12 @@ class LoneWrite(Protocol[T_co]):
     def run_alone(self, statements: Any, cursor: Any) -> T_co:
         """The same work by itself: the engine's `lone.LoneStatements` run on the write
         connection's `driver.LoneCursor`, in the transaction the write path began."""
+        ...
+
+    def run_together(self, writes: Sequence[Any], uow: WriteContext) -> Sequence[T_co]:
+        """The work of `writes` (this one and the other writes of its type in a batch, in
+        order) at once on the batch's unit of work, with fewer statements than one by one;
+        their results, in order. Nothing is committed here."""
         ...
 
 

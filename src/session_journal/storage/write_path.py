@@ -114,6 +114,8 @@ class WritePath:
         self.calls = 0  # calls run in them
         self.retried = 0  # deadlock victims queued again (or, on the short path, run again)
         self.alone = 0  # lone writes run by themselves on the short path
+        self.together = 0  # lone writes run with the others of their type in a batch
+        self.together_failed = 0  # groups undone and run call by call
 
     # --- callers ----------------------------------------------------------------------------
 
@@ -123,7 +125,10 @@ class WritePath:
         commit. What `fn` left to run after the commit (`uow.after_commit`) runs here, in the
         caller's thread (never in the leader's, which other calls wait for), once the batch
         committed."""
-        call: Call[T] = Call(fn, action)
+        return self._settled(Call(fn, action))
+
+    def _settled(self, call: Call[T]) -> T:
+        """Queue `call`, lead batches until it is done, and give its result."""
         self._lead_until(call)  # a function call always comes back done
         result = call.result()  # raises if its work was undone or the commit failed
         run_after_commit(call.after_commit)
@@ -133,8 +138,9 @@ class WritePath:
         """Run a lone write (`lone.py`); its result once committed. When nobody leads and no
         call is queued, this caller takes the write path and runs the write by itself on the
         short path (`_run_alone`); otherwise it is `submit(write.run, action)`: it joins the
-        next batch, so group commit is what it was for concurrent callers. The rules of
-        `submit` hold either way."""
+        next batch, so group commit is what it was for concurrent callers, and runs there with
+        the batch's other lone writes of its type (`_run_together`). The rules of `submit` hold
+        either way."""
         self._refuse_waiting_for_itself(action)
         me, took = threading.get_ident(), False
         try:
@@ -158,7 +164,7 @@ class WritePath:
                 with self._mutex:
                     self._running_thread = None
                     self._hand_over()
-        return self.submit(write.run, action)  # others write: the next batch
+        return self._settled(Call(write.run, action, write))  # others write: the next batch
 
     @contextmanager
     def exclusive(self, action: str = "unit of work") -> Iterator[UnitOfWork]:
@@ -387,15 +393,24 @@ class WritePath:
             driver.begin_write(connection)
             sqlite = connection.dialect.name == "sqlite"
             self._running_thread = threading.get_ident()
+            ran: set[int] = set()  # ids of the calls run with an earlier lone write
             for index, call in enumerate(batch):
+                if id(call) in ran:
+                    continue
                 if uow.events.pending_count() >= MAX_BATCH_EVENTS:
-                    rest, batch = batch[index:], batch[:index]
+                    rest = [later for later in batch[index:] if id(later) not in ran]
+                    batch = [done for done, *_ in outcomes]
                     self._give_back(rest)  # back at the head of the queue, in order
                     break
                 # Without a savepoint: a lone call, or on PostgreSQL the first call of a batch
                 # (its undo rolls back a transaction holding only its work). On SQLite that
                 # rollback would let another process take the write lock mid-batch.
                 bare = index == 0 and (len(batch) == 1 or not sqlite)
+                group = _together(call, batch[index:])
+                if len(group) > 1:
+                    ran.update(id(member) for member in group)
+                    outcomes += self._run_together(group, uow, connection, bare=bare)
+                    continue
                 outcome = self._run_call(call, uow, connection, bare=bare)
                 outcomes.append((call, *outcome))
             self.batches += 1
@@ -431,6 +446,34 @@ class WritePath:
                     ]
                 )
                 self._committed()
+
+    def _run_together(
+        self, group: list[Call[Any]], uow: UnitOfWork, connection: sa.Connection, *, bare: bool
+    ) -> list[tuple[Call[Any], str, Any]]:
+        """Run the lone writes of one type of a batch at once (`LoneWrite.run_together`), under
+        one savepoint (none when `bare`, as for `_run_call`). If that fails, its work is undone
+        and each call runs by itself (`_run_call`), so that an error is its own call's and a
+        deadlock victim is queued again, as always."""
+        mark = uow.mark()
+        if not bare:
+            driver.savepoint(connection)
+        try:
+            results = group[0].lone.run_together([call.lone for call in group], uow)
+            driver.check_transaction(connection)
+        except Exception:  # undone, then run call by call: each gets its own outcome
+            uow.restore(mark)
+            if bare:
+                driver.rollback(connection)
+                driver.begin_write(connection)
+            else:
+                driver.rollback_to_savepoint(connection)
+            self.together_failed += 1
+            return [
+                (call, *self._run_call(call, uow, connection, bare=bare and index == 0))
+                for index, call in enumerate(group)
+            ]
+        self.together += len(group)
+        return [(call, _OK, result) for call, result in zip(group, results, strict=True)]
 
     def _run_call(
         self, call: Call[Any], uow: UnitOfWork, connection: sa.Connection, *, bare: bool
@@ -619,6 +662,16 @@ _INHERITED: list[object] = []
 
 
 _OK, _ERROR, _RETRY = "ok", "error", "retry"
+
+
+def _together(first: Call[Any], calls: list[Call[Any]]) -> list[Call[Any]]:
+    """`first` and the later lone writes of its type in `calls` (which starts with it), in
+    order: the calls a batch runs at once (`WritePath._run_together`); `[first]` if it is not
+    a lone write."""
+    if first.lone is None:
+        return [first]
+    kind = type(first.lone)
+    return [call for call in calls if call.lone is not None and type(call.lone) is kind]
 
 
 def _is_deadlock(error: BaseException) -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from ..._validation import EncodedJson, check_json_body, require_id, require_int
 from ...api_events import (
@@ -65,6 +67,13 @@ SESSION_EXISTS = (
     .where(SessionRow.session_id == sa.bindparam("session_id"))
     .with_for_update(read=True, key_share=True)
 )
+# Several sessions at once (a batch's lone appends), locked in the order of their ids.
+_SESSIONS_EXIST = (
+    sa.select(SessionRow.session_id)
+    .where(SessionRow.session_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(SessionRow.session_id)
+    .with_for_update(read=True, key_share=True)
+)
 # PostgreSQL: the seq and the insert of one event in one statement (one round trip). The
 # existence check (a row lock) stays a separate statement before it: a writer that waited for the
 # sequence row lock re-checks its statement against the new row version, and a row-locking
@@ -96,6 +105,50 @@ _APPEND_ONE = (
         ),
     )
     .add_cte(_taken, nest_here=True)
+)
+# PostgreSQL: the seqs and the insert of several events in one statement, the events given as
+# one array per column (their order is their seqs' order).
+_events = (
+    sa.func.unnest(
+        sa.cast(sa.bindparam("session_ids"), postgresql.ARRAY(sa.Text)),
+        sa.cast(sa.bindparam("recorded_at_ms"), postgresql.ARRAY(sa.BigInteger)),
+        sa.cast(sa.bindparam("bodies"), postgresql.ARRAY(sa.Text)),
+        sa.cast(sa.bindparam("canonical"), postgresql.ARRAY(sa.Boolean)),
+    )
+    .table_valued("session_id", "recorded_at_ms", "body", "body_canonical", with_ordinality="n")
+    .render_derived(name="events")
+)
+_taken_many = (
+    sa.update(EventSequenceRow)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .values(
+        {
+            EventSequenceRow.last_seq: EventSequenceRow.last_seq
+            + sa.bindparam("count", type_=sa.BigInteger)
+        }
+    )
+    .returning(EventSequenceRow.last_seq, _NOTIFY)
+    .cte("taken")
+)
+_APPEND_MANY = (
+    sa.insert(ApiEventRow)
+    .from_select(
+        [
+            ApiEventRow.seq,
+            ApiEventRow.session_id,
+            ApiEventRow.recorded_at_ms,
+            ApiEventRow.body,
+            ApiEventRow.body_canonical,
+        ],
+        sa.select(
+            _taken_many.c.last_seq - sa.bindparam("count", type_=sa.BigInteger) + _events.c.n,
+            _events.c.session_id,
+            _events.c.recorded_at_ms,
+            sa.cast(_events.c.body, sa.JSON),
+            _events.c.body_canonical,
+        ).select_from(_taken_many.join(_events, sa.true())),
+    )
+    .add_cte(_taken_many, nest_here=True)
 )
 _IN_RANGE = (
     ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger),
@@ -267,6 +320,17 @@ class EventRepository:
         if count == 1 and postgresql:  # the seq and the insert in one statement
             driver.run(self._connection, _APPEND_ONE, self._pending.pop())
             return
+        if postgresql:  # the seqs and the inserts in one statement
+            rows, self._pending = self._pending, []
+            columns = {
+                "count": count,
+                "session_ids": [row["session_id"] for row in rows],
+                "recorded_at_ms": [row["recorded_at_ms"] for row in rows],
+                "bodies": [row["body"] for row in rows],
+                "canonical": [row["body_canonical"] for row in rows],
+            }
+            driver.run(self._connection, _APPEND_MANY, columns)
+            return
         take = _TAKE_SEQS_PG if postgresql else TAKE_SEQS
         last = driver.run(self._connection, take, {"count": count}).fetchone()[0]
         for offset, row in enumerate(self._pending):
@@ -284,6 +348,25 @@ class EventRepository:
             return False
         self._queue(session_id, recorded_at_ms, body, canonical)
         return True
+
+    def append_if_sessions_exist(self, events: Sequence[tuple[str, int, str]]) -> list[bool]:
+        """`append_if_session_exists` of each `(session_id, recorded_at_ms, body)`, in order,
+        with the sessions not known yet in this transaction checked by one statement (on
+        PostgreSQL key-share-locked in the order of their ids); whether each was queued."""
+        self.check_open("append an event")
+        canonical = [self._check(*event) for event in events]
+        unknown = {session_id for session_id, _, _ in events} - self._sessions_seen
+        if unknown:
+            with translate_errors("append an event"):
+                found = self._connection.execute(_SESSIONS_EXIST, {"ids": sorted(unknown)})
+                self._sessions_seen.update(found.scalars())
+        queued = []
+        for (session_id, recorded_at_ms, body), flag in zip(events, canonical, strict=True):
+            exists = session_id in self._sessions_seen
+            if exists:
+                self._queue(session_id, recorded_at_ms, body, flag)
+            queued.append(exists)
+        return queued
 
     def pending_count(self) -> int:
         """How many appended events wait for `flush`."""
