@@ -30,6 +30,7 @@ from session_journal import (
 from session_journal._validation import encode_json
 from session_journal.storage.driver import Prepared
 from session_journal.storage.lone import AppendIfSessionExists
+from session_journal.storage.repositories import events as events_repository
 from session_journal.storage.write_path import WritePath
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
@@ -548,7 +549,7 @@ def run_queued_behind_a_block(store: Store, calls: list[Callable[[], Any]]) -> l
     def run(index: int) -> None:
         try:
             outcomes[index] = calls[index]()
-        except Exception as error:  # the test reads it
+        except BaseException as error:  # the test reads it (an interrupt given to this call too)
             outcomes[index] = error
 
     threads = []
@@ -624,3 +625,61 @@ def test_when_lone_appends_fail_together_each_runs_by_itself_and_gets_its_own_ou
     assert path.together_failed - failed == 2
     assert bodies(store)[2:] == [SessionFaultFactory(message=m) for m in ("e", "g")]
     assert [row[0] for row in rows(store)] == [1, 2, 3, 4]
+
+
+def test_an_interrupt_while_lone_appends_run_together_is_the_first_ones_and_the_batch_goes_on(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for a call that runs alone: the interrupt is raised in the caller of the call that was
+    running (the group's first), whose work is undone; every other call of the batch commits."""
+    store.sessions.save(SessionFactory(id="s1"))
+    real = AppendIfSessionExists.run_together
+
+    def interrupted(self: AppendIfSessionExists, writes: Any, uow: Any) -> Any:
+        real(self, writes, uow)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AppendIfSessionExists, "run_together", interrupted)
+    fault = store.faults.record_startup_fault
+    outcomes = run_queued_behind_a_block(
+        store,
+        [
+            lambda: store.sessions.save(SessionFactory(id="x")),
+            lambda: fault("s1", "a"),
+            lambda: store.sessions.save(SessionFactory(id="y")),
+            lambda: fault("s1", "b"),
+        ],
+    )
+    assert outcomes[0] is None and outcomes[2] is None and outcomes[3] is True
+    assert isinstance(outcomes[1], KeyboardInterrupt)
+    assert bodies(store) == [SessionFaultFactory(message="b")]
+    assert [row[0] for row in rows(store)] == [1]
+    assert store.sessions.get("x") is not None and store.sessions.get("y") is not None
+
+
+def test_a_batch_s_events_go_in_chunks_of_bounded_size_with_consecutive_seqs(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL sends a batch's events in statements of at most `APPEND_MANY_MAX_BYTES` of
+    body text (a statement's parameters travel in one message, refused over 1 GB): the seqs
+    stay consecutive and in order across them."""
+    store.sessions.save(SessionFactory(id="s"))
+    texts = [encode_json(SessionFaultFactory(message=str(n) * 200), "f", 1 << 20) for n in range(5)]
+    monkeypatch.setattr(events_repository, "APPEND_MANY_MAX_BYTES", len(texts[0]) * 4 * 2)
+    sizes: list[int] = []
+    real = events_repository._chunks
+
+    def chunks(rows: Any) -> Any:
+        made = real(rows)
+        sizes.extend(len(chunk) for chunk in made)
+        return made
+
+    monkeypatch.setattr(events_repository, "_chunks", chunks)
+    with store.unit_of_work() as uow:
+        for text in texts:
+            uow.events.append_encoded("s", 1, text)
+        uow.commit()
+    postgresql = store._database.write_path._engine.dialect.name == "postgresql"
+    assert sizes == ([2, 2, 1] if postgresql else [])
+    assert [row[0] for row in rows(store)] == [1, 2, 3, 4, 5]
+    assert bodies(store) == [SessionFaultFactory(message=str(n) * 200) for n in range(5)]

@@ -453,14 +453,16 @@ class WritePath:
         """Run the lone writes of one type of a batch at once (`LoneWrite.run_together`), under
         one savepoint (none when `bare`, as for `_run_call`). If that fails, its work is undone
         and each call runs by itself (`_run_call`), so that an error is its own call's and a
-        deadlock victim is queued again, as always."""
+        deadlock victim is queued again, as always. An interrupt (`KeyboardInterrupt`,
+        `SystemExit`) that lands meanwhile is the first call's, as `_run_call` gives it to the
+        call that was running; the others then run by themselves and the batch goes on."""
         mark = uow.mark()
         if not bare:
             driver.savepoint(connection)
         try:
             results = group[0].lone.run_together([call.lone for call in group], uow)
             driver.check_transaction(connection)
-        except Exception:  # undone, then run call by call: each gets its own outcome
+        except BaseException as raised:  # undone, then run call by call
             uow.restore(mark)
             if bare:
                 driver.rollback(connection)
@@ -468,9 +470,12 @@ class WritePath:
             else:
                 driver.rollback_to_savepoint(connection)
             self.together_failed += 1
-            return [
+            # An exception is the statement's: each call runs again by itself. An interrupt is
+            # the first call's. Either way the first to run again starts an empty transaction.
+            first, rest = ([], group) if isinstance(raised, Exception) else (group[:1], group[1:])
+            return [(call, _ERROR, raised) for call in first] + [
                 (call, *self._run_call(call, uow, connection, bare=bare and index == 0))
-                for index, call in enumerate(group)
+                for index, call in enumerate(rest)
             ]
         self.together += len(group)
         return [(call, _OK, result) for call, result in zip(group, results, strict=True)]

@@ -32,7 +32,7 @@ from .event_pages import API_EVENTS, checked_types, page_query, split_floor
 
 # Statements of the hot paths, built once: building a statement and its cache key on every call
 # costs more than executing it.
-TAKE_SEQS = (
+_TAKE_SEQS = (
     sa.update(EventSequenceRow)
     .where(EventSequenceRow.name == API_EVENTS)
     .values(
@@ -47,7 +47,7 @@ TAKE_SEQS = (
 # when the transaction commits, dropped if it rolls back; see `wakeups`): no round trip of its
 # own. The payload is the schema, so that stores of other schemas of the database ignore it.
 _NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', current_schema())")
-_TAKE_SEQS_PG = TAKE_SEQS.returning(_NOTIFY)
+_TAKE_SEQS_PG = _TAKE_SEQS.returning(_NOTIFY)
 INSERT_EVENT = sa.insert(ApiEventRow)
 # PostgreSQL, where the body goes to the driver as text: cast to the column's `json`.
 _INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
@@ -62,7 +62,7 @@ _INSERT_EVENT_PG = sa.insert(ApiEventRow).values(
 # PostgreSQL: FOR KEY SHARE keeps the session from being deleted before the event is inserted
 # at commit (on SQLite the write lock does). It is the weakest lock that does, the one the
 # foreign key check takes anyway; unlike FOR SHARE it blocks no update of non-key columns.
-SESSION_EXISTS = (
+_SESSION_EXISTS = (
     sa.select(SessionRow.session_id)
     .where(SessionRow.session_id == sa.bindparam("session_id"))
     .with_for_update(read=True, key_share=True)
@@ -150,6 +150,26 @@ _APPEND_MANY = (
     )
     .add_cte(_taken_many, nest_here=True)
 )
+# The most body text one `_APPEND_MANY` carries, in bytes at most (4 a character): all of a
+# statement's parameters travel in one message, and PostgreSQL refuses a message over 1 GB.
+APPEND_MANY_MAX_BYTES = 64 << 20
+
+
+def _chunks(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`rows` cut, in order, into runs whose bodies hold at most `APPEND_MANY_MAX_BYTES` (a
+    body larger than that alone in its run)."""
+    chunks: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for row in rows:
+        weight = len(row["body"]) * 4
+        if chunks[-1] and size + weight > APPEND_MANY_MAX_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(row)
+        size += weight
+    return chunks
+
+
 _IN_RANGE = (
     ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger),
     ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger),
@@ -289,7 +309,7 @@ class EventRepository:
         if session_id in self._sessions_seen:
             return True
         with translate_errors("append an event"):
-            found = driver.run(self._connection, SESSION_EXISTS, {"session_id": session_id})
+            found = driver.run(self._connection, _SESSION_EXISTS, {"session_id": session_id})
             if found.fetchone() is None:
                 return False
         self._sessions_seen.add(session_id)
@@ -320,18 +340,19 @@ class EventRepository:
         if count == 1 and postgresql:  # the seq and the insert in one statement
             driver.run(self._connection, _APPEND_ONE, self._pending.pop())
             return
-        if postgresql:  # the seqs and the inserts in one statement
-            rows, self._pending = self._pending, []
-            columns = {
-                "count": count,
-                "session_ids": [row["session_id"] for row in rows],
-                "recorded_at_ms": [row["recorded_at_ms"] for row in rows],
-                "bodies": [row["body"] for row in rows],
-                "canonical": [row["body_canonical"] for row in rows],
-            }
-            driver.run(self._connection, _APPEND_MANY, columns)
+        if postgresql:  # the seqs and the inserts in one statement a chunk (consecutive
+            rows, self._pending = self._pending, []  # seqs: the seq row stays locked)
+            for chunk in _chunks(rows):
+                columns = {
+                    "count": len(chunk),
+                    "session_ids": [row["session_id"] for row in chunk],
+                    "recorded_at_ms": [row["recorded_at_ms"] for row in chunk],
+                    "bodies": [row["body"] for row in chunk],
+                    "canonical": [row["body_canonical"] for row in chunk],
+                }
+                driver.run(self._connection, _APPEND_MANY, columns)
             return
-        take = _TAKE_SEQS_PG if postgresql else TAKE_SEQS
+        take = _TAKE_SEQS_PG if postgresql else _TAKE_SEQS
         last = driver.run(self._connection, take, {"count": count}).fetchone()[0]
         for offset, row in enumerate(self._pending):
             row["seq"] = last - count + 1 + offset
