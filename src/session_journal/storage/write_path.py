@@ -67,7 +67,7 @@ from .calls import WITHDRAWAL, Call, settle_all, wake
 from .engines import is_conflict, is_database_error, storage_error, translate_errors
 from .lone import LoneStatements
 from .protocols import LoneWrite
-from .unit_of_work import UnitOfWork, run_after_commit
+from .unit_of_work import UnitOfWork, WorkMark, run_after_commit
 
 T = TypeVar("T")
 
@@ -463,12 +463,7 @@ class WritePath:
             results = group[0].lone.run_together([call.lone for call in group], uow)
             driver.check_transaction(connection)
         except BaseException as raised:  # undone, then run call by call
-            uow.restore(mark)
-            if bare:
-                driver.rollback(connection)
-                driver.begin_write(connection)
-            else:
-                driver.rollback_to_savepoint(connection)
+            _undo(uow, mark, connection, bare=bare)
             self.together_failed += 1
             # An exception is the statement's: each call runs again by itself. An interrupt is
             # the first call's. Either way the first to run again starts an empty transaction.
@@ -518,12 +513,7 @@ class WritePath:
             except Exception as raised:  # PostgreSQL: the function swallowed an error of its
                 # own, which aborted the transaction; undo it below, as a failed call
                 outcome = (_ERROR, _translated(call, raised))
-        uow.restore(mark)
-        if bare:
-            driver.rollback(connection)
-            driver.begin_write(connection)
-        else:
-            driver.rollback_to_savepoint(connection)
+        _undo(uow, mark, connection, bare=bare)
         return outcome
 
     def _run_alone(self, write: LoneWrite[T], action: str) -> T:
@@ -667,6 +657,17 @@ _INHERITED: list[object] = []
 
 
 _OK, _ERROR, _RETRY = "ok", "error", "retry"
+
+
+def _undo(uow: UnitOfWork, mark: WorkMark, connection: sa.Connection, *, bare: bool) -> None:
+    """Undo the work done since `mark`: to its savepoint, or for `bare` work (the first of its
+    transaction, run without one) by rolling the transaction back and beginning another."""
+    uow.restore(mark)
+    if bare:
+        driver.rollback(connection)
+        driver.begin_write(connection)
+    else:
+        driver.rollback_to_savepoint(connection)
 
 
 def _together(first: Call[Any], calls: list[Call[Any]]) -> list[Call[Any]]:

@@ -86,16 +86,17 @@ _taken = (
     .returning(EventSequenceRow.last_seq, _NOTIFY)
     .cte("taken")
 )
+_EVENT_COLUMNS = [
+    ApiEventRow.seq,
+    ApiEventRow.session_id,
+    ApiEventRow.recorded_at_ms,
+    ApiEventRow.body,
+    ApiEventRow.body_canonical,
+]
 _APPEND_ONE = (
     sa.insert(ApiEventRow)
     .from_select(
-        [
-            ApiEventRow.seq,
-            ApiEventRow.session_id,
-            ApiEventRow.recorded_at_ms,
-            ApiEventRow.body,
-            ApiEventRow.body_canonical,
-        ],
+        _EVENT_COLUMNS,
         sa.select(
             _taken.c.last_seq,
             sa.bindparam("session_id", type_=sa.Text),
@@ -118,28 +119,11 @@ _events = (
     .table_valued("session_id", "recorded_at_ms", "body", "body_canonical", with_ordinality="n")
     .render_derived(name="events")
 )
-_taken_many = (
-    sa.update(EventSequenceRow)
-    .where(EventSequenceRow.name == API_EVENTS)
-    .values(
-        {
-            EventSequenceRow.last_seq: EventSequenceRow.last_seq
-            + sa.bindparam("count", type_=sa.BigInteger)
-        }
-    )
-    .returning(EventSequenceRow.last_seq, _NOTIFY)
-    .cte("taken")
-)
+_taken_many = _TAKE_SEQS_PG.cte("taken")
 _APPEND_MANY = (
     sa.insert(ApiEventRow)
     .from_select(
-        [
-            ApiEventRow.seq,
-            ApiEventRow.session_id,
-            ApiEventRow.recorded_at_ms,
-            ApiEventRow.body,
-            ApiEventRow.body_canonical,
-        ],
+        _EVENT_COLUMNS,
         sa.select(
             _taken_many.c.last_seq - sa.bindparam("count", type_=sa.BigInteger) + _events.c.n,
             _events.c.session_id,
