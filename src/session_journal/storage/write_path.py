@@ -466,7 +466,8 @@ class WritePath:
             _undo(uow, mark, connection, bare=bare)
             self.together_failed += 1
             # An exception is the statement's: each call runs again by itself. An interrupt is
-            # the first call's. Either way the first to run again starts an empty transaction.
+            # the first call's. A bare group's undo left an empty transaction, so the first to
+            # run again is bare too; otherwise each runs under a savepoint of its own.
             first, rest = ([], group) if isinstance(raised, Exception) else (group[:1], group[1:])
             return [(call, _ERROR, raised) for call in first] + [
                 (call, *self._run_call(call, uow, connection, bare=bare and index == 0))
