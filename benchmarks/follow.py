@@ -34,7 +34,8 @@ from _harness import Backend, Scale, backends_to_run, bench_arguments
 from bench import MESSAGE, open_store, session_ids
 
 from session_journal import Store
-from session_journal.storage import driver, wakeups
+from session_journal.follow import wakeups
+from session_journal.storage import driver
 
 TARGETS = {"same process": 1.0, "sqlite other process": 20.0, "postgresql other process": 10.0}
 IDLE_CPU_S, PER_WAKEUP, WRITER_SHARE, ES_RATIO = 0.01, 2.0, 0.8, 0.2
@@ -57,7 +58,7 @@ def percentile(values: Sequence[float], share: float) -> float:
 
 
 def waiters(store: Store) -> int:
-    return store._database.signal.waiting()  # benchmarks only
+    return store.following.signal.waiting()  # benchmarks only
 
 
 def until(condition: Callable[[], bool], seconds: float = 60.0) -> None:
@@ -132,10 +133,10 @@ def idle_cpu(url: str, followers: int, seconds: float) -> tuple[float, int]:
             thread.start()
         until(lambda: waiters(store) == followers)
         time.sleep(0.5)
-        began, generation = time.process_time(), store._database.signal.generation
+        began, generation = time.process_time(), store.following.signal.generation
         time.sleep(seconds)
         spent = time.process_time() - began
-        wakes = store._database.signal.generation - generation
+        wakes = store.following.signal.generation - generation
         for one in opened:
             one.close()
         for thread in threads:
@@ -207,7 +208,7 @@ def tail_run(url: str, followers: int, count: int) -> dict[str, float]:
         for thread in threads:
             thread.start()
         until(lambda: waiters(store) == followers)
-        signal = store._database.signal
+        signal = store.following.signal
         before, generation, cpu = dict(counts), signal.generation, time.process_time()
         start.wait()
         rate = out.get(timeout=900)

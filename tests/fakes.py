@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from session_journal import (
     ApiEventFilter,
@@ -29,6 +29,7 @@ from session_journal import (
     StoreOptions,
 )
 from session_journal.api_events import EVENT_DATA, ApiActivityState, ApiEventData, StoredRow
+from session_journal.follow.following import Following
 from session_journal.journal.search import IndexRow, SearchHit, SearchTerm
 from session_journal.records import CheckpointOperation, SessionSummary
 from session_journal.relay.state import TranscriptItem
@@ -42,7 +43,6 @@ from session_journal.services.sessions import SessionService
 from session_journal.storage.protocols import LoneWrite, ReadContext, Transactions, WriteContext
 from session_journal.storage.repositories import LogVersion, StoredLifecycle, StoredProjection
 from session_journal.storage.unit_of_work import run_after_commit
-from session_journal.storage.wakeups import CommitSignal
 
 T = TypeVar("T")
 
@@ -462,7 +462,7 @@ class FakeTransactions:
         self.options = options or StoreOptions()
         self.state = FakeState()
         self.actions: list[str] = []  # the `action` of every write submitted, in order
-        self.signal = CommitSignal()  # pulsed by every commit
+        self._after_commit: Callable[[], None] | None = None  # the followers' (`on_commit`)
 
     def submit(
         self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
@@ -476,7 +476,8 @@ class FakeTransactions:
         if uow.committed:
             uow.events.flush()
             self.state = uow.state
-            self.signal.pulse()
+            if self._after_commit is not None:
+                self._after_commit()
             run_after_commit(uow.waiting)
         return result
 
@@ -484,8 +485,18 @@ class FakeTransactions:
         # No short path in memory: a lone write is its work on a unit of work.
         return self.submit(write.run, action, uow)
 
-    def commit_signal(self) -> CommitSignal:
-        return self.signal
+    def check_followable(self, action: str) -> None:
+        pass  # never closed
+
+    # What `Following` needs besides (`follow.following.FollowedDatabase`): in memory, no
+    # other process commits, so there is no wake-up source.
+    dialect_name = "memory"
+
+    def dedicated_connection(self) -> Any:
+        raise AssertionError("no wake-up source in memory")
+
+    def on_commit(self, listener: Callable[[], None]) -> None:
+        self._after_commit = listener
 
     def writing_in_this_thread(self) -> bool:
         return False  # a submitted function runs to its end before `submit` returns
@@ -514,8 +525,9 @@ class FakeServices:
     def __init__(self, transactions: FakeTransactions | None = None) -> None:
         self.fake = transactions or FakeTransactions()
         store: Transactions = self.fake  # mypy: the fake satisfies the services' protocol
+        self.following = Following(self.fake)  # and `Following`'s
         self.sessions = SessionService(store)
-        self.events = EventService(store)
+        self.events = EventService(store, self.following)
         self.activity = ActivityService(store)
         self.faults = FaultService(store)
         self.checkpoints = CheckpointService(store)

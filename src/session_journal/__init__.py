@@ -80,10 +80,10 @@ from .records import (
 )
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
-    from .aio import AsyncFollower, AsyncStore
+    from .aio import AsyncStore
+    from .follow import AsyncFollower, Follower
     from .journal.redaction import Redactor
     from .migrations import SCHEMA_LEVEL
-    from .services.following import Follower
     from .storage.unit_of_work import UnitOfWork
     from .store import Snapshot, Store
 
@@ -175,15 +175,14 @@ def __getattr__(name: str) -> Any:
         return Redactor
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import aio, migrations, store
-    from .services import following
+    from . import aio, follow, migrations, store
     from .storage import unit_of_work
 
     globals().update(
         SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,
-        AsyncFollower=aio.AsyncFollower,
+        AsyncFollower=follow.AsyncFollower,
         AsyncStore=aio.AsyncStore,
-        Follower=following.Follower,
+        Follower=follow.Follower,
         Snapshot=store.Snapshot,
         Store=store.Store,
         UnitOfWork=unit_of_work.UnitOfWork,

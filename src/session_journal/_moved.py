@@ -23,10 +23,10 @@ MOVED = {
     "session_journal.maintenance": "session_journal._maintenance",
     "session_journal.models": "session_journal.storage.models",
     "session_journal.repositories": "session_journal.storage.repositories",
-    "session_journal.services.tail": "session_journal.storage.tail",
+    "session_journal.services.tail": "session_journal.follow.window",
     "session_journal.unit_of_work": "session_journal.storage.unit_of_work",
     "session_journal.validation": "session_journal._validation",
-    "session_journal.wakeups": "session_journal.storage.wakeups",
+    "session_journal.wakeups": "session_journal.follow.wakeups",
     "session_journal.write_path": "session_journal.storage.write_path",
 }
 """Each old module path, and where its module lives now."""

@@ -13,7 +13,7 @@ SQLAlchemy's asyncio extension runs its sync core in greenlets on top of the sam
 (`aiosqlite` is itself a thread per connection). The figures are in the docs (Performance).
 
 **Waiting costs no thread.** `events.wait` and `events.follow` wait for the store's commit
-signal (`wakeups.CommitSignal`) on the event loop: the signal calls the loop back (one
+signal (`session_journal.follow`) on the event loop: the signal calls the loop back (one
 `call_soon_threadsafe` per move, however many tasks wait) and only the read of a page goes to a
 worker.
 
@@ -32,19 +32,13 @@ from contextlib import AbstractContextManager, asynccontextmanager
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from ._aio_follow import (
-    DEFAULT_THREADS,
-    MAX_THREADS,
-    SWEEP_S,
-    WAKE_CHUNK,
-    AsyncFollower,
-    _thread_count,
-    _Workers,
-)
+from ._aio_workers import DEFAULT_THREADS, MAX_THREADS, _thread_count, _Workers
 from ._arguments import Given, Int64, validate_arguments
-from .api_events import ApiEvent, ApiEventFilter, ApiEventPage
+from .api_events import ApiEvent, ApiEventFilter, ApiEventPage, page_json
 from .config import StoreOptions
 from .errors import InvalidRecord, StoreClosed
+from .follow.async_follower import SWEEP_S, AsyncFollower, AsyncFollowing
+from .follow.fanout import WAKE_CHUNK
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
 from .services.events import EventService, _timeout, page_size
@@ -76,8 +70,6 @@ __all__ = [
     "AsyncSnapshot",
     "AsyncStore",
 ]
-
-AsyncFollower.__module__ = __name__  # public here; its code lives with the waiting machinery
 
 
 class _Service(Generic[S]):
@@ -175,6 +167,14 @@ class AsyncEventService(_Service[EventService]):
     """`async_store.events`: `load` and `latest_seq` awaitable; `wait` awaits a commit without
     holding a thread; `follow` is an async iterator (`AsyncFollower`)."""
 
+    def __init__(
+        self, service: EventService, workers: _Workers, following: AsyncFollowing | None
+    ) -> None:
+        """`following`: the async store's (`None` for a snapshot's, whose waits and follows are
+        refused as its sync twin refuses them)."""
+        super().__init__(service, workers)
+        self._following = following
+
     load = _awaitable(EventService.load)
     load_json = _awaitable(EventService.load_json)
     load_json_events = _awaitable(EventService.load_json_events)
@@ -198,9 +198,13 @@ class AsyncEventService(_Service[EventService]):
         """`EventService.wait`, awaited: the same arguments, rules and errors."""
         seconds = _timeout(timeout)
         size = page_size(limit)
+        following = self._following
+        if following is None:  # a snapshot's: refused (after the read its sync twin makes)
+            await self._workers.run(self._service.wait, filter, after_seq, limit, timeout=0)
+            raise AssertionError("a snapshot's wait is refused")
         cursor = await self.latest_seq() if after_seq is None else after_seq
         # Its first page checks the cursor: `wait` returns (or raises) no sooner.
-        follower = AsyncFollower(self._service, self._workers, filter, cursor, size, started=True)
+        follower = AsyncFollower(following, self._service.load, filter, cursor, size, started=True)
         try:
             page = await follower.next_page(seconds, events_only=True)
         finally:
@@ -223,7 +227,9 @@ class AsyncEventService(_Service[EventService]):
         timeout: object,
     ) -> bytes:
         """`EventService.wait_json`, awaited: `wait`'s page as its JSON (UTF-8)."""
-        return self._service._json_of(await self.wait(filter, after_seq, limit, timeout=timeout))
+        page = await self.wait(filter, after_seq, limit, timeout=timeout)
+        texts = [self._service.event_json(event).decode() for event in page.events]
+        return page_json(texts, page.next_after_seq, page.latest_seq, page.pruned_through)
 
     @_with_doc_of(EventService.event_json)
     def event_json(self, event: ApiEvent) -> bytes:
@@ -243,15 +249,21 @@ class AsyncEventService(_Service[EventService]):
         here, `InvalidRecord`), whose result is used with `async for`, `async with` or `await`.
         The cursor is checked when the follower starts, at the first of those (see
         `AsyncFollower`): `CursorExpired` and `CursorAhead` are raised there, before a page."""
-        return AsyncFollower(self._service, self._workers, filter, after_seq, page_size(limit))
+        following = self._following
+        if following is None:  # a snapshot's: refused, as its sync twin refuses it
+            self._service.follow(filter, after_seq, limit)
+            raise AssertionError("a snapshot's follow is refused")
+        return AsyncFollower(following, self._service.load, filter, after_seq, page_size(limit))
 
 
 class _AsyncReads:
     """The awaitable twins of the services that read (see `store._Reads`)."""
 
-    def __init__(self, reads: Store | Snapshot, workers: _Workers) -> None:
+    def __init__(
+        self, reads: Store | Snapshot, workers: _Workers, following: AsyncFollowing | None
+    ) -> None:
         self.sessions = AsyncSessionService(reads.sessions, workers)
-        self.events = AsyncEventService(reads.events, workers)
+        self.events = AsyncEventService(reads.events, workers, following)
         self.activity = AsyncActivityService(reads.activity, workers)
         self.checkpoints = AsyncCheckpointService(reads.checkpoints, workers)
         self.projection = AsyncProjectionService(reads.projection, workers)
@@ -263,7 +275,7 @@ class AsyncSnapshot(_AsyncReads):
     its services' methods awaitable, on the store's workers, one call at a time."""
 
     def __init__(self, snapshot: Snapshot, workers: _Workers) -> None:
-        super().__init__(snapshot, workers)
+        super().__init__(snapshot, workers, None)  # nothing commits into a snapshot
         self.as_of_seq = snapshot.as_of_seq
         """The frontier of the snapshot: every event up to it is in it, none after."""
 
@@ -306,7 +318,10 @@ class AsyncStore(_AsyncReads):
         self._store = store
         self._owns = owns
         self._workers = workers = _Workers(threads)
-        super().__init__(store, workers)
+        self.following = AsyncFollowing(store.following, workers)
+        """The loop side of the store's `Following` (`session_journal.follow`): the `Fanout` of
+        each event loop, on which the web layer's streams wait."""
+        super().__init__(store, workers, self.following)
         self.faults = AsyncFaultService(store.faults, workers)
 
     @classmethod
@@ -380,6 +395,7 @@ class AsyncStore(_AsyncReads):
         store's own workers (by a function the store runs), it would wait for itself: it
         raises `UsageError` and closes nothing."""
         self._workers.shutdown(self._store.close if self._owns else None)
+        self.following.close()  # its followers and waits end
         await self._workers.ended()
 
     async def __aenter__(self) -> AsyncStore:

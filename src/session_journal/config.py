@@ -152,7 +152,7 @@ class StoreOptions:
     `busy_timeout_s` is how long a SQLite writer waits for another process's write lock.
     `max_body_bytes` bounds one encoded JSON body.
     `follow_window_events` and `follow_window_bytes` bound the followers' shared window of the
-    most recent events (`storage/tail.py`): followers further behind read the database.
+    most recent events (`follow/window.py`): followers further behind read the database.
     `reader_pool_size` is how many reader connections the store keeps open (both backends; up
     to `READER_POOL_OVERFLOW` more open under load and close when returned).
 
@@ -171,7 +171,7 @@ class StoreOptions:
     busy_timeout_s: float = 60.0
     max_body_bytes: int = 1024 * 1024
     follow_window_events: int = 10_000
-    follow_window_bytes: int = 16 * 1024 * 1024
+    follow_window_bytes: int = 8 * 1024 * 1024
     reader_pool_size: int = DEFAULT_READER_POOL_SIZE
     connect_timeout_s: int | None = None
     statement_timeout_s: float | None = None

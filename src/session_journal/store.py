@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from . import migrations
 from .config import StoreOptions, resolve_url
+from .follow.following import Following
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
@@ -31,9 +32,9 @@ T = TypeVar("T")
 class _Reads:
     """The services that read (a `Snapshot` has these; a `Store` has them and `faults`)."""
 
-    def __init__(self, transactions: Transactions) -> None:
+    def __init__(self, transactions: Transactions, following: Following | None) -> None:
         self.sessions = SessionService(transactions)
-        self.events = EventService(transactions)
+        self.events = EventService(transactions, following)
         self.activity = ActivityService(transactions)
         self.checkpoints = CheckpointService(transactions)
         self.projection = ProjectionService(transactions)
@@ -44,7 +45,12 @@ class Store(_Reads):
     """The durable memory of a session controller. Open with `Store.open(url)`."""
 
     def __init__(self, url: str, database: Database, schema: SchemaStatus) -> None:
-        super().__init__(database)
+        following = Following(database)
+        super().__init__(database, following)
+        self.following = following
+        """What following the log takes (`session_journal.follow`): the commit signal, the
+        wake-up source of other processes' commits and the window of recent events, one of
+        each per store, shared by every follower and stream of the process."""
         self.url = url
         self.schema = schema
         self._database = database
@@ -81,6 +87,7 @@ class Store(_Reads):
         """Release every connection. Every call on the store afterwards (any service, a unit of
         work) raises `StoreClosed`; closing again does nothing. A write in progress in another
         thread finishes first."""
+        self.following.close()  # every follower returns
         self._database.dispose()
 
     def __enter__(self) -> Store:
@@ -144,7 +151,7 @@ class Snapshot(_Reads):
     only, every call in the snapshot's one transaction; `as_of_seq`, the frontier it saw."""
 
     def __init__(self, transactions: Transactions, as_of_seq: int) -> None:
-        super().__init__(transactions)
+        super().__init__(transactions, None)  # nothing commits into a snapshot
         self.as_of_seq = as_of_seq
         """The frontier of the snapshot: every event up to it is in it, none after."""
 

@@ -1,4 +1,4 @@
-"""The old path of `session_journal.storage.wakeups`, kept for one release
+"""The old path of `session_journal.follow.wakeups`, kept for one release
 (see `session_journal._moved`)."""
 
 from ._moved import alias

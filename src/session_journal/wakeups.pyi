@@ -1,4 +1,4 @@
 """For type checkers: the old path `session_journal.wakeups` names
-`session_journal.storage.wakeups` (see `session_journal._moved`)."""
+`session_journal.follow.wakeups` (see `session_journal._moved`)."""
 
-from session_journal.storage.wakeups import *  # noqa: F403
+from session_journal.follow.wakeups import *  # noqa: F403

@@ -20,9 +20,9 @@ from session_journal import (
     StoreClosed,
 )
 from session_journal.aio import SWEEP_S, AsyncFollower, AsyncStore
+from session_journal.follow.wakeups import PostgresListener
 from session_journal.journal.writer import JournalWriter
 from session_journal.storage.unit_of_work import UnitOfWork
-from session_journal.storage.wakeups import PostgresListener
 from tests.factories import JournalEnvelopeFactory, SessionFactory
 
 T = TypeVar("T")
@@ -53,7 +53,7 @@ async def messages(store: AsyncStore, session_id: str | None = None) -> list[str
 
 async def listening(store: AsyncStore) -> None:
     """Wait until PostgreSQL's listener has begun (it pulses once then)."""
-    wakeups = store.sync._database.wakeups
+    wakeups = store.sync.following.source
     if isinstance(wakeups, PostgresListener):
         assert await asyncio.to_thread(wakeups.listening.wait, LONG_S)
         await asyncio.sleep(0.05)  # its pulse's wake-up has run
@@ -125,7 +125,7 @@ def test_a_cancelled_call_already_in_a_batch_may_still_commit(migrated_url: str)
 def test_cancelling_a_wait_or_a_follow_releases_what_it_held(migrated_url: str) -> None:
     async def body(store: AsyncStore) -> tuple[int, int, int]:
         await store.sessions.save(SessionFactory.build(id="s-1"))
-        signal = store.sync._database.commit_signal()
+        signal = store.sync.following.watched_signal()
         await listening(store)  # no pulse of its own comes while the waits are cancelled
         listeners = len(signal._listeners)
         follower = await store.events.follow(after_seq=0)
@@ -216,7 +216,7 @@ def test_followers_each_receive_exactly_their_events_while_tasks_append(
 def test_closing_the_store_ends_the_tasks_that_wait(migrated_url: str) -> None:
     async def main() -> tuple[type[BaseException], list[Any]]:
         store = await AsyncStore.open(migrated_url)
-        signal = store.sync._database.commit_signal()
+        signal = store.sync.following.watched_signal()
         waiting = asyncio.create_task(store.events.wait(after_seq=0, timeout=LONG_S))
         follower = await store.events.follow(after_seq=0)
         following = asyncio.create_task(_collect(follower))
@@ -268,7 +268,7 @@ def test_a_sync_and_an_async_store_share_one_write_path(migrated_url: str) -> No
 def test_waiting_followers_hold_no_thread(migrated_url: str) -> None:
     async def body(store: AsyncStore) -> tuple[int, int]:
         await store.sessions.save(SessionFactory.build(id="s-1"))
-        signal = store.sync._database.commit_signal()
+        signal = store.sync.following.watched_signal()
         await store.events.wait(timeout=0)  # the wake-up source's thread starts
         before = threading.active_count()
         followers = [await store.events.follow(after_seq=None) for _ in range(200)]
@@ -376,7 +376,7 @@ def test_a_failed_read_of_the_window_reaches_the_followers_of_a_session(
     migrated_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from session_journal import TransientStorageError
-    from session_journal.storage.tail import SharedTail
+    from session_journal.follow.window import SharedTail
 
     async def body(store: AsyncStore) -> None:
         await store.sessions.save(SessionFactory.build(id="a"))
@@ -386,7 +386,7 @@ def test_a_failed_read_of_the_window_reaches_the_followers_of_a_session(
         # Nothing reads the window now: PostgreSQL's listener pulsed when its LISTEN began (a
         # read of the window that starts before the patch below would succeed).
         await listening(store)
-        waiters = store._workers._loop_waiters[asyncio.get_running_loop()]
+        waiters = store.following.fanout()
         await until(lambda: waiters._routing is None and follower.waiter is not None)
 
         def unreachable(self: SharedTail, generation: int) -> None:
@@ -444,8 +444,8 @@ def test_event_loops_that_are_gone_are_forgotten(migrated_url: str) -> None:
             asyncio.run(cycle())
         sync_store.faults.record_startup_fault("a", "a commit tells the loops that are gone")
         gc.collect()
-        signal = sync_store._database.signal
-        assert (len(signal._listeners), len(store._workers._loop_waiters)) == (0, 0)
+        signal = sync_store.following.signal
+        assert (len(signal._listeners), len(store.following._fanouts)) == (0, 0)
         asyncio.run(store.close())
 
 
@@ -476,3 +476,112 @@ def test_a_follower_of_one_session_moves_past_later_events_of_others_by_its_swee
         return seen
 
     assert scenario(migrated_url, body) == [(["a-1"], 1), ([], 3)]
+
+
+def test_the_fanout_wakes_only_the_registrations_with_something_new(migrated_url: str) -> None:
+    from session_journal import ApiActivityState
+
+    async def body(store: AsyncStore) -> list[set[str]]:
+        for session_id in ("a", "b"):
+            await store.sessions.save(SessionFactory.build(id=session_id))
+        fanout = store.following.fanout()
+        filters = {
+            "a": ApiEventFilter(session_id="a"),
+            "b": ApiEventFilter(session_id="b"),
+            "a's faults": ApiEventFilter(session_id="a", types=("session_fault",)),
+            "faults": ApiEventFilter(types=("session_fault",)),
+            "activity": ApiEventFilter(types=("activity_changed",)),
+            "every event": ApiEventFilter(),
+        }
+        # A first routing cannot tell what is new (nothing was routed before): let it pass.
+        first = fanout.register(ApiEventFilter())
+        await store.faults.record_startup_fault("b", "before")
+        await asyncio.wait_for(first, LONG_S)
+        fanout.unregister(ApiEventFilter(), first)
+        await listening(store)
+        woken = []
+        for commit in (
+            store.faults.record_startup_fault("a", "a fault"),
+            store.activity.record([("b", activity_state())], 5),
+        ):
+            waiters = {name: fanout.register(wanted) for name, wanted in filters.items()}
+            await commit
+            await asyncio.wait_for(waiters["every event"], LONG_S)
+            await asyncio.sleep(0.2)  # the other wake-up of the commit (the source's) is over
+            woken.append({name for name, waiter in waiters.items() if waiter.done()})
+            for name, waiter in waiters.items():
+                fanout.unregister(filters[name], waiter)
+        return woken
+
+    def activity_state() -> ApiActivityState:
+        from session_journal import ApiActivityDetails, ApiActivityKind
+
+        return ApiActivityState(
+            state="turn",
+            details=ApiActivityDetails(kind=ApiActivityKind.TURN, turn_started_at_ms=5),
+            is_idle=False,
+            waiting_for_input=False,
+            capacity_retry=False,
+        )
+
+    assert scenario(migrated_url, body) == [
+        {"a", "a's faults", "faults", "every event"},
+        {"b", "activity", "every event"},
+    ]
+
+
+def test_the_fanout_hears_other_stores_commits_with_no_follower(migrated_url: str) -> None:
+    # No follower or wait started the source of other processes' commits: the fan-out does, so
+    # that a registration (an HTTP stream's) learns of another store's commit.
+    from session_journal import Store
+
+    async def body(store: AsyncStore) -> None:
+        await store.sessions.save(SessionFactory.build(id="a"))
+        fanout = store.following.fanout()
+        await fanout.refresh(fanout.signal.generation)
+        before = fanout.window.hi
+        wanted = ApiEventFilter(session_id="a")
+        waiter = fanout.register(wanted)
+        try:
+            await listening(store)
+            with Store.open(migrated_url) as other:
+                await asyncio.to_thread(other.faults.record_startup_fault, "a", "elsewhere")
+            await asyncio.wait_for(waiter, LONG_S)
+        finally:
+            fanout.unregister(wanted, waiter)
+        rows = fanout.window.rows_after(before) or []
+        assert [row[3].event.message for row in rows] == ["elsewhere"]
+
+    scenario(migrated_url, body)
+
+
+def test_with_no_window_a_follower_of_one_session_is_woken_by_each_commit(
+    migrated_url: str,
+) -> None:
+    from session_journal import StoreOptions
+
+    async def body(store: AsyncStore) -> list[str]:
+        await store.sessions.save(SessionFactory.build(id="a"))
+        got = []
+        async with store.events.follow(ApiEventFilter(session_id="a")) as follower:
+            for n in range(3):
+                task = asyncio.create_task(follower.next_page(LONG_S, events_only=True))
+                await until(lambda: follower.waiter is not None)
+                await store.faults.record_startup_fault("a", f"fault {n}")
+                page = await task
+                assert page is not None
+                got += [event.event.message for event in page.events]
+        return got
+
+    options = StoreOptions(follow_window_events=0)
+    assert scenario(migrated_url, body, options=options) == ["fault 0", "fault 1", "fault 2"]
+
+
+def test_follow_on_a_closed_async_store_is_refused_at_the_call(migrated_url: str) -> None:
+    async def main() -> None:
+        store = await AsyncStore.open(migrated_url)
+        await store.close()
+        with pytest.raises(StoreClosed):
+            store.events.follow()
+
+    asyncio.run(main())

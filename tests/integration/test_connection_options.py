@@ -20,8 +20,8 @@ import session_journal.migrations
 import session_journal.storage.database
 import session_journal.storage.engines
 from session_journal import StorageError, Store, StoreOptions, TransientStorageError
+from session_journal.follow.wakeups import PostgresListener
 from session_journal.storage.unit_of_work import UnitOfWork
-from session_journal.storage.wakeups import PostgresListener
 from tests.factories import SessionFactory, SessionFaultFactory
 from tests.helpers import bodies
 
@@ -157,7 +157,7 @@ def test_the_listen_connection_has_no_statement_timeout(migrated_url: str) -> No
     with Store.open(migrated_url, options=options) as store:
         store.sessions.save(SessionFactory(id="a"))
         handed: list[tuple[str, str, str | None]] = []
-        dedicated: Callable[[], Any] = store._database._dedicated_connection
+        dedicated: Callable[[], Any] = store._database.dedicated_connection
 
         def recorded() -> Any:
             connection = dedicated()
@@ -166,9 +166,9 @@ def test_the_listen_connection_has_no_statement_timeout(migrated_url: str) -> No
             handed.append((row[0], status, connection.info.get_parameters().get("connect_timeout")))
             return connection
 
-        store._database._dedicated_connection = recorded  # type: ignore[method-assign]
+        store._database.dedicated_connection = recorded  # type: ignore[method-assign]
         store.events.wait(timeout=0)  # starts the listener
-        listener = store._database.wakeups
+        listener = store.following.source
         assert isinstance(listener, PostgresListener)
         assert listener.listening.wait(LONG_S)
         # Autocommit and no statement timeout; each connection attempt (its reconnections

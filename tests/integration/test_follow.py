@@ -29,7 +29,7 @@ from session_journal import (
     StoreClosed,
     StoreOptions,
 )
-from session_journal.storage.wakeups import PostgresListener
+from session_journal.follow.wakeups import PostgresListener
 from tests.backends import pg_conninfo
 from tests.factories import SessionFactory, SessionFaultFactory
 
@@ -273,7 +273,7 @@ def test_closing_the_store_ends_followers_and_waits(url: str, migrated_url: str)
 def listening(store: Store) -> None:
     """Start the store's wake-up source and, on PostgreSQL, wait until its LISTEN is in force."""
     store.events.wait(timeout=0)
-    wakeups = store._database.wakeups
+    wakeups = store.following.source
     if isinstance(wakeups, PostgresListener):
         assert wakeups.listening.wait(LONG_S)
 
@@ -291,23 +291,23 @@ def test_a_follower_reads_nothing_while_nothing_commits(sessions: Store) -> None
         reads.append(1)
         return original(*args, **kwargs)
 
-    refreshes = sessions.events._tail.refreshes
+    refreshes = sessions.following.window.refreshes
     sessions.events.load = counted  # type: ignore[method-assign]
     try:
         for _ in range(5):
             assert follower.next_page(timeout=0.02) is None
     finally:
         del sessions.events.load
-    assert (reads, sessions.events._tail.refreshes) == ([], refreshes)
+    assert (reads, sessions.following.window.refreshes) == ([], refreshes)
     sessions.faults.record_startup_fault("a", "now")
     page = follower.next_page(timeout=LONG_S)
     assert page is not None and messages(page) == ["now"]
-    assert sessions.events._tail.refreshes == refreshes + 1
+    assert sessions.following.window.refreshes == refreshes + 1
     follower.close()
 
 
 def terminate_listener(store: Store) -> None:
-    listener = store._database.wakeups
+    listener = store.following.source
     assert listener is not None
     pid = listener._connection.info.backend_pid  # type: ignore[union-attr]
     with psycopg.connect(pg_conninfo(store.url), autocommit=True) as admin:
@@ -317,7 +317,7 @@ def terminate_listener(store: Store) -> None:
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_a_dropped_listen_connection_loses_no_wake_up(sessions: Store, migrated_url: str) -> None:
     listening(sessions)
-    listener = sessions._database.wakeups
+    listener = sessions.following.source
     assert isinstance(listener, PostgresListener)
     terminate_listener(sessions)
     with Store.open(migrated_url) as other:
@@ -398,7 +398,7 @@ def follower_pages(follower: Follower, count: int) -> list[int]:
 
 def test_followers_at_the_frontier_share_one_read_per_wake_up(sessions: Store) -> None:
     listening(sessions)
-    tail = sessions.events._tail
+    tail = sessions.following.window
     loads: list[int] = []
     original = sessions.events.load
 
@@ -465,7 +465,7 @@ def test_the_window_answers_as_load_does_after_deletes_and_moves(
 def test_a_follower_behind_the_window_reads_the_database(migrated_url: str) -> None:
     sessions = Store.open(migrated_url, options=StoreOptions(follow_window_events=3))
     sessions.sessions.save(SessionFactory(id="a"))
-    tail = sessions.events._tail
+    tail = sessions.following.window
     sessions.events.wait(timeout=0)  # the window starts at the frontier (0)
     with sessions.unit_of_work() as uow:  # more than the window at once
         for n in range(8):
@@ -487,7 +487,7 @@ def test_without_a_window_every_follower_reads_the_database(migrated_url: str) -
         page = store.events.wait(after_seq=0, timeout=LONG_S)
         writer.join()
         assert messages(page) == ["read from the log"]
-        assert store.events._tail.refreshes == 0
+        assert store.following.window.refreshes == 0
 
 
 def test_a_cursor_newer_than_the_window_is_not_taken_for_one_ahead(
@@ -521,7 +521,7 @@ def test_closing_one_follower_makes_no_other_read_again(sessions: Store) -> None
     others = [sessions.events.follow() for _ in range(3)]
     for other in others:
         assert other.next_page(timeout=0) is None
-    refreshes = sessions.events._tail.refreshes
+    refreshes = sessions.following.window.refreshes
     closing = sessions.events.follow()
     closer = later(closing.close, 0.05)
     assert list(closing) == []
@@ -529,4 +529,4 @@ def test_closing_one_follower_makes_no_other_read_again(sessions: Store) -> None
     for other in others:
         assert other.next_page(timeout=0.05) is None
         other.close()
-    assert sessions.events._tail.refreshes == refreshes
+    assert sessions.following.window.refreshes == refreshes

@@ -22,7 +22,7 @@ from session_journal import (
     Store,
 )
 from session_journal.aio import AsyncFollower
-from session_journal.services.events import EventService
+from session_journal.follow.following import Following
 from tests.factories import SessionFactory
 
 pytestmark = pytest.mark.filterwarnings("error")  # no "coroutine ... was never awaited"
@@ -166,13 +166,13 @@ def test_bad_arguments_are_refused_at_the_call(pruned: Store) -> None:
 def test_a_start_cut_short_by_a_timeout_can_start_again(
     pruned: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    start_cursor = EventService._start_cursor
+    start_cursor = Following.start_cursor
 
-    def slow(self: EventService, after_seq: int | None) -> int:
+    def slow(self: Following, after_seq: int | None) -> int:
         time.sleep(0.3)
         return start_cursor(self, after_seq)
 
-    monkeypatch.setattr(EventService, "_start_cursor", slow)
+    monkeypatch.setattr(Following, "start_cursor", slow)
 
     async def scenario(store: AsyncStore) -> None:
         follower = store.events.follow(after_seq=2)
@@ -190,14 +190,14 @@ def test_two_tasks_starting_one_follower_start_it_once(
     pruned: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int | None] = []
-    start_cursor = EventService._start_cursor
+    start_cursor = Following.start_cursor
 
-    def slow(self: EventService, after_seq: int | None) -> int:
+    def slow(self: Following, after_seq: int | None) -> int:
         calls.append(after_seq)
         time.sleep(0.2)
         return start_cursor(self, after_seq)
 
-    monkeypatch.setattr(EventService, "_start_cursor", slow)
+    monkeypatch.setattr(Following, "start_cursor", slow)
 
     async def scenario(store: AsyncStore) -> None:
         follower = store.events.follow()

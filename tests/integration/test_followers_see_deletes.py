@@ -107,13 +107,13 @@ def test_wait_and_follow_answer_as_load_after_another_process_deletes(
     if waiting:
         waiter = Waiter(store, start)
         waiter.start()
-        signal = sync_of(store).events._transactions.commit_signal()
+        signal = sync_of(store).following.watched_signal()
         until(lambda: signal.waiting() > 0, "the follower waits")
 
     change(kind, migrated_url, floor)
 
     if waiter is not None:  # woken by the change, its read of the window learnt of it
-        tail = sync_of(store).events._tail
+        tail = sync_of(store).following.window
         if kind in PRUNES:
             until(lambda: tail.snapshot().pruned == floor, "the window sees the prune")
         else:
@@ -156,7 +156,7 @@ class HeldReads:
 
     def __init__(self, store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         self.asked, self.release = threading.Event(), threading.Event()
-        tail = sync_of(store).events._tail
+        tail = sync_of(store).following.window
         refresh = tail.refresh
 
         def held(generation: int) -> None:
@@ -186,7 +186,7 @@ def test_once_a_prune_woke_the_store_the_next_page_of_every_follower_expires(
     assert read == [[start + 1], [start + 2]]
     waiter = Waiter(store, start + 8)  # what the prune wakes
     waiter.start()
-    signal = sync_of(store).events._transactions.commit_signal()
+    signal = sync_of(store).following.watched_signal()
     until(lambda: signal.waiting() > 0, "the follower waits")
     held = HeldReads(store, monkeypatch)
     floor = start + 5
@@ -214,3 +214,32 @@ def test_once_a_prune_woke_the_store_the_next_page_of_every_follower_expires(
     store.faults.record_startup_fault("s-waiter", "released")
     waiter.join(20)
     assert [e.session_id for e in waiter.result.events] == ["s-waiter"]  # type: ignore[attr-defined]
+
+
+@pytest.mark.sync_api
+def test_a_read_of_more_than_a_window_after_a_delete_keeps_every_new_event(
+    migrated_url: str,
+) -> None:
+    # The window holds 20 kB. Another store deletes a session (the count of deleted events
+    # moves), then appends ten events of 2 kB: the window's next read holds only new rows,
+    # and none of them is taken for deleted.
+    from session_journal import StoreOptions
+
+    options = StoreOptions(follow_window_bytes=20_000)
+    with Store.open(migrated_url, options=options) as store, Store.open(migrated_url) as other:
+        for session_id in ("gone", "kept"):
+            store.sessions.save(SessionRecord(id=session_id, project_id="p"))
+        store.faults.record_startup_fault("gone", "small")
+        store.faults.record_startup_fault("kept", "small")
+        start = store.events.wait(timeout=0).next_after_seq  # the window is read here
+        assert other.sessions.delete("gone")
+        for n in range(10):
+            other.faults.record_startup_fault("kept", f"big {n} " + "x" * 2_000)
+        expected = [event.seq for event in store.events.load(after_seq=start).events]
+        assert len(expected) == 10
+        assert [e.seq for e in store.events.wait(after_seq=start, timeout=0).events] == expected
+        with store.events.follow(after_seq=start) as follower:
+            page = follower.next_page(60)
+            assert page is not None and [event.seq for event in page.events] == expected
+        window = store.following.window.snapshot()
+        assert not window.missing & set(expected)

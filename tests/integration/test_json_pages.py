@@ -50,7 +50,8 @@ def same_page(store: Store, event_filter: ApiEventFilter | None, after_seq: int 
         assert text == page.model_dump_json().encode(), (event_filter, after_seq, limit)
         parts = store.events.load_json_events(event_filter, after_seq, limit)
         assert parts.events == [event.model_dump_json() for event in page.events]
-        assert parts[1:] == (page.next_after_seq, page.latest_seq, page.pruned_through)
+        assert parts[1:4] == (page.next_after_seq, page.latest_seq, page.pruned_through)
+        assert parts.seqs == tuple(event.seq for event in page.events)
     return text
 
 
@@ -182,7 +183,7 @@ def test_the_window_decodes_each_event_once_and_its_pages_share_frozen_events(
         decoded.extend(row[0] for row in rows)
         return decode_events(rows, texts)
 
-    monkeypatch.setattr("session_journal.storage.tail.decode_events", counting)
+    monkeypatch.setattr("session_journal.follow.window.decode_events", counting)
     with store.events.follow(after_seq=0) as one, store.events.follow(after_seq=0) as two:
         assert (one.next_page(timeout=0), two.next_page(timeout=0)) == (None, None)  # at the tail
         store.faults.record_startup_fault("s", "shared")
@@ -220,7 +221,7 @@ def test_wait_json_takes_each_events_json_from_the_window(
     store.events.wait(after_seq=0, timeout=0)  # the window is read, at the frontier
     store.faults.record_startup_fault("s", "one")
     page = store.events.wait(after_seq=0, timeout=5)
-    assert store.events._tail.text_of(page.events[0]) is not None  # the window's own event
+    assert store.following.window.text_of(page.events[0]) is not None  # the window's own event
     encoded: list[str] = []
     for model in (ApiEvent, ApiEventPage):
 

@@ -60,7 +60,7 @@ POSTGRESQL_ONLY = pytest.mark.parametrize("backend", ["postgresql"], indirect=Tr
 
 def test_a_lone_append_runs_by_itself_and_writes_what_a_batch_writes(store: Store) -> None:
     store.sessions.save(SessionFactory(id="s"))
-    path, signal = write_path(store), store._database.signal
+    path, signal = write_path(store), store.following.signal
     alone, batches, generation = path.alone, path.batches, signal.generation
 
     assert path.submit_lone(fault_append("s", "boom"), "lone") is True  # the short path
@@ -186,7 +186,7 @@ def test_lone_appends_of_many_threads_share_batches_and_keep_every_seq(store: St
 def test_another_store_is_woken_by_a_lone_append(migrated_url: str) -> None:
     with Store.open(migrated_url) as writer, Store.open(migrated_url) as follower:
         writer.sessions.save(SessionFactory(id="s"))
-        signal = follower._database.commit_signal()  # PostgreSQL LISTEN / SQLite data_version
+        signal = follower.following.watched_signal()  # PostgreSQL LISTEN / SQLite data_version
         for path in ("lone", "batch"):
             generation = signal.generation
             woken = threading.Event()

@@ -19,7 +19,7 @@ from session_journal.aio import AsyncStore
 def held_pulses(store: Store, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """While the event is set, each move of `store`'s commit signal comes half a second late (a
     notification or `data_version` read that arrives late)."""
-    signal = store.events._transactions.commit_signal()
+    signal = store.following.watched_signal()
     pulse: Callable[[], None] = signal.pulse
     held = threading.Event()
 
@@ -40,7 +40,7 @@ def test_a_commit_another_request_read_first_still_wakes_the_follower_of_its_ses
             other.sessions.save(SessionRecord(id=session_id, project_id="p"))
         other.faults.record_startup_fault("t", "before")
         held = held_pulses(mine, monkeypatch)
-        signal = mine.events._transactions.commit_signal()
+        signal = mine.following.watched_signal()
 
         async def main() -> tuple[list[int], int, float]:
             store = AsyncStore.from_store(mine)

@@ -6,14 +6,16 @@
 2. **domain** — `relay/` (the chain and its projection) and `journal/` (the JSONL files and
    their index rows): no database.
 3. **storage** — `storage/`: engines, the driver seam, the write path, caller-owned
-   transactions, wake-ups, the followers' window, the unit of work, the repositories and ORM
-   models. It imports values and domain, never a service.
-4. **services** — `services/`: one use case per method, on the unit of work's protocols.
-5. **entry points** — the package itself, `store` (`Store`), `aio` (`AsyncStore`, with
-   `_aio_follow` under it), `cli/` and `__main__`, `migrations` (with `_revision_checks`),
+   transactions, the unit of work, the repositories and ORM models. It imports values and
+   domain, never a service.
+4. **follow** — `follow/`: following the log (the commit signal and its wake-up sources, the
+   one window, the cursor rules, the sync and async followers), on storage's protocols.
+5. **services** — `services/`: one use case per method, on the unit of work's protocols.
+6. **entry points** — the package itself, `store` (`Store`), `aio` (`AsyncStore`, with
+   `_aio_workers` under it), `cli/` and `__main__`, `migrations` (with `_revision_checks`),
    `_maintenance`, `demo`: they put the layers below together.
-6. **web** — `web/` (the HTTP layer): it imports only the public surface, `session_journal` and
-   `session_journal.aio`, never `storage/` or a service.
+7. **web** — `web/` (the HTTP layer): it imports only the public surface, `session_journal`,
+   `session_journal.aio` and `session_journal.follow`, never `storage/` or a service.
 
 A module imports modules of its own layer or of a lower one. Exemptions: the journal's facade
 re-exports of `ProjectIndex` (`journal` and `journal.index`, where the public API names it),
@@ -53,12 +55,13 @@ LAYERS: dict[str, tuple[str, ...]] = {
     ),
     "domain": ("relay", "journal"),
     "storage": ("storage",),
+    "follow": ("follow",),
     "services": ("services",),
     "entry points": (
         "",
         "store",
         "aio",
-        "_aio_follow",
+        "_aio_workers",
         "cli",
         "__main__",
         "migrations",
@@ -70,7 +73,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "web": ("web",),
 }
 ORDER = list(LAYERS)
-WEB_MAY_IMPORT = {PACKAGE, f"{PACKAGE}.aio"}
+WEB_MAY_IMPORT = {PACKAGE, f"{PACKAGE}.aio", f"{PACKAGE}.follow"}
 FACADES = FACADE_EXPORTS | {
     (f"{PACKAGE}.journal.index", f"{PACKAGE}.services.index"),
     (f"{PACKAGE}.cli._serve", f"{PACKAGE}.web._serve"),  # `serve`, on first use
@@ -140,13 +143,13 @@ def test_the_check_finds_an_import_that_goes_up(tmp_path: Path) -> None:
         "if TYPE_CHECKING:\n"
         "    from ..storage.tail import Tail\n"
     )
+    web_imports = "['session_journal', 'session_journal.aio', 'session_journal.follow']"
     assert violations(root) == [
         "session_journal.storage.tail:2 imports session_journal.services.events: "
         "storage may not import services",
-        "session_journal.web.app:3 imports session_journal.errors: "
-        "web imports only ['session_journal', 'session_journal.aio']",
+        f"session_journal.web.app:3 imports session_journal.errors: web imports only {web_imports}",
         "session_journal.web.app:5 imports session_journal.storage.tail: "
-        "web imports only ['session_journal', 'session_journal.aio']",
+        f"web imports only {web_imports}",
     ]
 
 

@@ -81,7 +81,8 @@ def objects() -> dict[str, Any]:
         "event": event,
         "page": ApiEventPage(events=[event], next_after_seq=7, latest_seq=9, pruned_through=2),
         "filter": ApiEventFilter(session_id="s-1", types=["session_fault"]),
-        "options": StoreOptions(busy_timeout_s=5.0),
+        # The file holds 0.1's defaults: a default changed since is given as it was then.
+        "options": StoreOptions(busy_timeout_s=5.0, follow_window_bytes=16 * 1024 * 1024),
         "plan": PrunePlan(through_seq=3, events=2, pruned_through=1, latest_seq=9),
         "json events": JsonEvents(["{}"], 7, 9, 2),
         "log version": LogVersion(9, 2, 4),

@@ -1,45 +1,60 @@
-"""What a stream takes of the hub's frames at each turn (`_Hub.frames_after`): every frame after
-its cursor that its filter admits, once and in order, at most about one write (`WRITE_BYTES`)
-at a time however far behind it is, and nothing at all once it is at the hub's frontier (a
-stream at the frontier must not be handed an empty write to send again and again)."""
+"""What a stream takes of the store's window at each turn (`_Hub.frames_after`): every event
+after its cursor that its filter admits, once and in order, at most about one write
+(`WRITE_BYTES`, counted in frames as sent, escaped) at a time however far behind it is, and
+nothing at all once it is at the window's frontier (a stream at the frontier must not be handed
+an empty write to send again and again)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import Any
 
 import pytest
 
 from session_journal import ApiEventFilter
+from session_journal.follow import Window
 from session_journal.web import WebSettings
 from session_journal.web._streams import WRITE_BYTES, _Hub, _Stream, event_frame
 from tests.web.client import ADMIN
 
 
-def hub_of(count: int, size: int) -> _Hub:
-    """A hub holding `count` frames of events 1..count of about `size` bytes each, of sessions
-    a and b in turn (b's are `turn_ended`)."""
-    hub = _Hub(store=Any, settings=WebSettings(tokens={ADMIN: None}))  # type: ignore[arg-type]
-    for seq in range(1, count + 1):
-        session = "a" if seq % 2 else "b"
-        hub.seqs.append(seq)
-        hub.sessions.append(session)
-        hub.types.append("session_fault" if session == "a" else "turn_ended")
-        hub.frames.append(event_frame(seq, b'{"seq":%d,"m":"%s"}' % (seq, b"x" * size)))
-    hub.hi, hub.running = count, True
-    return hub
+def window_of(count: int, text: str, missing: frozenset[int] = frozenset()) -> Window:
+    """A window holding events 1..count whose JSON holds `text`, of sessions a and b in turn
+    (b's are `turn_ended`)."""
+    rows = [
+        (
+            seq,
+            "a" if seq % 2 else "b",
+            json.dumps({"seq": seq, "m": text}, ensure_ascii=False),
+            None,
+            "session_fault" if seq % 2 else "turn_ended",
+        )
+        for seq in range(1, count + 1)
+    ]
+    return Window(
+        generation=1, filled=True, lo=0, covered=count, hi=count, rows=rows, missing=missing
+    )
 
 
-def drain(hub: _Hub, stream: _Stream) -> list[list[int]]:
+def hub() -> _Hub:
+    return _Hub(store=Any, settings=WebSettings(tokens={ADMIN: None}, redact=False))  # type: ignore[arg-type]
+
+
+def drain(hub: _Hub, window: Window, stream: _Stream) -> list[list[int]]:
     """The seqs of the frames `stream` takes at each turn until it takes nothing."""
     turns = []
     while True:
-        frames, stream.cursor = hub.frames_after(stream)
+        taken = asyncio.run(hub.frames_after(stream, window))
+        assert taken is not None
+        frames, stream.cursor, last = taken
         seqs = [
             int(line[4:]) for frame in frames for line in frame.split(b"\n") if line[:4] == b"id: "
         ]
         if not frames:
             return turns
-        assert sum(len(frame) for frame in frames) <= WRITE_BYTES + 1200
+        assert last == seqs[-1]
+        assert sum(map(len, frames)) <= WRITE_BYTES or len(seqs) == 1
         turns.append(seqs)
 
 
@@ -52,27 +67,58 @@ def drain(hub: _Hub, stream: _Stream) -> list[list[int]]:
     ],
     ids=["every event", "one session", "one type"],
 )
+@pytest.mark.parametrize(
+    "text", ["x" * 1000, "漢" * 1000, "😀" * 1000], ids=["ascii", "cjk", "emoji"]
+)
 def test_a_stream_far_behind_takes_the_frames_one_write_at_a_time(
-    event_filter: ApiEventFilter, expected: list[int]
+    event_filter: ApiEventFilter, expected: list[int], text: str
 ) -> None:
-    hub = hub_of(300, 1000)  # about 300 KB of frames
+    window = window_of(300, text)  # 300 KB of ASCII frames, 1.8 MB of CJK, 3.6 MB of emoji
     stream = _Stream(principal=Any, event_filter=event_filter, cursor=0)  # type: ignore[arg-type]
-    turns = drain(hub, stream)
+    streams_hub = hub()
+    turns = drain(streams_hub, window, stream)
+    # Only writes that reach the window's end are kept to share: a stream behind never
+    # leaves its writes behind it.
+    assert all(after == 300 for _, after, _ in streams_hub._joined.values())
+    assert len(streams_hub._joined) <= 2  # the last write, and the empty one at the end
     assert [seq for turn in turns for seq in turn] == expected
-    held = sum(len(hub.frames[seq - 1]) for seq in expected)
-    assert -(-held // WRITE_BYTES) <= len(turns) <= held // (WRITE_BYTES - 1200) + 1
+    frame = len(event_frame(1, window.rows[0][2].encode()))
+    per_write = max(1, WRITE_BYTES // frame)
+    assert len(turns) == -(-len(expected) // per_write)
     assert stream.cursor == 300
 
 
+def test_a_deleted_event_is_never_taken() -> None:
+    window = window_of(10, "x", missing=frozenset({3, 4}))
+    stream = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
+    assert drain(hub(), window, stream) == [[1, 2, 5, 6, 7, 8, 9, 10]]
+
+
 def test_streams_at_the_frontier_take_nothing_and_streams_at_one_cursor_share_a_write() -> None:
-    hub = hub_of(10, 100)
+    streams_hub, window = hub(), window_of(10, "x" * 100)
     first, second = (
         _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=4)  # type: ignore[arg-type]
         for _ in range(2)
     )
-    taken, after = hub.frames_after(first)
-    assert after == 10 and hub.frames_after(second) == (taken, 10)
-    assert taken[0] is hub.frames_after(second)[0][0]  # one joined write, shared
+    taken = asyncio.run(streams_hub.frames_after(first, window))
+    again = asyncio.run(streams_hub.frames_after(second, window))
+    assert taken is not None and again is not None
+    assert taken[1:] == (10, 10) and again == taken
+    assert taken[0][0] is again[0][0]  # one joined write, shared
     first.cursor = second.cursor = 10
-    assert hub.frames_after(first) == ([], 10)
-    assert hub.frames_after(second) == ([], 10)  # from the shared cache too: no empty write
+    assert asyncio.run(streams_hub.frames_after(first, window)) == ([], 10, 10)
+    assert asyncio.run(streams_hub.frames_after(second, window)) == ([], 10, 10)
+
+
+def test_a_stream_below_the_window_or_the_floor_reads_the_database() -> None:
+    window = window_of(10, "x")
+    behind = Window(generation=1, filled=True, lo=5, covered=10, hi=10, rows=window.rows[5:])
+    pruned = Window(
+        generation=1, filled=True, lo=0, covered=10, hi=10, pruned=6, rows=window.rows[6:]
+    )
+    streams_hub = hub()
+    for each, cursor in ((behind, 2), (pruned, 3)):
+        stream = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=cursor)  # type: ignore[arg-type]
+        assert asyncio.run(streams_hub.frames_after(stream, each)) is None
+    workspace = _Stream(principal=Any, event_filter=ApiEventFilter(workspace_id="w"), cursor=6)  # type: ignore[arg-type]
+    assert asyncio.run(streams_hub.frames_after(workspace, window)) is None

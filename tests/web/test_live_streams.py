@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from session_journal import ApiEventFilter, Store
+from session_journal import ApiEventFilter, SessionRecord, Store
 from tests.helpers import append_raw
 from tests.web.client import ADMIN, W2_TOKEN, Frame, LiveServer, bearer, fault, frames
 from tests.web.test_guard import workspace_scoping
@@ -82,6 +82,9 @@ def test_a_stream_resumes_exactly_across_cuts_and_a_restart(
         append_raw(writer, "s-1", fault("tail"), count=10)
         appended.set()
 
+    # A filtered stream carries fewer events (the workspace's, 60): cut it more often, so that
+    # every shape reconnects more than five times.
+    cut_every = 23 if wanted == ApiEventFilter() else 11
     server = [live]
     received: list[int] = []
     cursor: int | None = None
@@ -128,13 +131,15 @@ def test_a_stream_resumes_exactly_across_cuts_and_a_restart(
                     elif frame.event == "progress":
                         scanned = json.loads(frame.fields["data"])["scanned_through"]
                         assert int(frame.fields["id"]) == scanned
+                        # Above every id the client has: never one it sent or was sent.
+                        assert scanned > (2 if cursor is None else cursor), (cursor, scanned)
                         progress.append(scanned)
                         cursor = scanned
                         break
                     elif frame.event == "shutdown":
                         shutdowns += 1
                         break
-                    if taken == 23:  # cut the connection every 23 events
+                    if taken == cut_every:  # cut the connection every few events
                         break
                     if expected is not None and received == expected and wanted == ApiEventFilter():
                         break
@@ -213,6 +218,36 @@ def test_an_expired_cursor_is_410_before_and_expired_in_band(
     # From 0 (the oldest retained event) or the floor, a stream starts.
     ready = next(iter(stream_frames(live.base, "/api/events/stream?after_seq=0", bearer())))
     assert ready.event is None and ready.fields["retry"].isdigit()
+
+
+def test_a_stream_from_zero_never_gets_the_events_of_a_session_another_process_deleted(
+    writer: Store, live: LiveServer
+) -> None:
+    # The server reads s-3's 50 events into its window (a first stream from 0 gets them all);
+    # then this process, not the server's, deletes s-3.
+    writer.sessions.save(SessionRecord(id="s-3", project_id="p"))
+    append_raw(writer, "s-3", fault("doomed"), count=50)
+    doomed = [event.seq for event in _all(writer, ApiEventFilter(session_id="s-3"), after=0)]
+    first = _seqs_through(live, doomed[-1])
+    assert set(doomed) <= set(first)
+    assert writer.sessions.delete("s-3")
+    append_raw(writer, "s-1", fault("after the delete"))
+    marker = writer.events.latest_seq()
+    # A new stream from 0 gets every event the log holds now, none of s-3's: as a page does.
+    again = _seqs_through(live, marker)
+    assert again == [event.seq for event in _all(writer, ApiEventFilter(), after=0)]
+    assert not set(doomed) & set(again)
+
+
+def _seqs_through(live: LiveServer, last: int) -> list[int]:
+    """The event ids a stream from 0 sends, up to `last`."""
+    seqs: list[int] = []
+    for frame in stream_frames(live.base, "/api/events/stream?after_seq=0", bearer()):
+        if frame.event == "api_event":
+            seqs.append(int(frame.fields["id"]))
+            if seqs[-1] >= last:
+                return seqs
+    raise AssertionError(f"the stream ended at {seqs[-3:]}")
 
 
 def test_a_cursor_ahead_is_409_and_last_event_id_is_digits(writer: Store, live: LiveServer) -> None:

@@ -74,9 +74,10 @@ def events_command(url: str, args: argparse.Namespace) -> int:
         while remaining is None or remaining > 0:
             # The JSON path: each event's JSON from the stored text, nothing decoded for a
             # canonical body (the same bytes as `model_dump_json()` of the typed event).
-            texts, cursor, _, _ = store.events.load_json_events(
+            page = store.events.load_json_events(
                 event_filter, after_seq=cursor, limit=min(remaining or MAX_PAGE, MAX_PAGE)
             )
+            texts, cursor = page.events, page.next_after_seq
             if not texts:
                 break
             print("\n".join(texts))

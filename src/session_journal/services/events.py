@@ -1,5 +1,5 @@
 """Reading the ordered log by cursor (`load`, `load_json`), waiting for it (`wait`), following
-it (`follow`, whose `Follower` is in `following.py`) and pruning it."""
+it (`follow`: the machinery is the `follow` package's) and pruning it."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ from ..api_events import (
     page_json,
 )
 from ..errors import InvalidRecord, StoreClosed
+from ..follow.cursors import check_not_expired, page_after
+from ..follow.follower import Follower
+from ..follow.following import Following
 from ..storage.protocols import ReadContext, Transactions, WriteContext
-from ..storage.tail import SharedTail
-from .following import Follower, check_cursor, check_not_expired, page_after
 
 MAX_PAGE = 1000
 MAX_WAIT_S = 3600.0
@@ -38,12 +39,14 @@ pauses for three times as long as the batch took, so that appenders keep the res
 
 class JsonEvents(NamedTuple):
     """A page of `load_json_events`: each event's JSON, and the page's cursor, frontier and
-    floor of the pruned log, as in `ApiEventPage`."""
+    floor of the pruned log, as in `ApiEventPage`; and each event's seq."""
 
     events: list[str]
     next_after_seq: int
     latest_seq: int
     pruned_through: int
+    seqs: tuple[int, ...] = ()
+    """The seq of each event of `events`, in the same order (a page pickled by 0.1 has none)."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,11 @@ class PrunePlan:
 class EventService:
     """`store.events`."""
 
-    def __init__(self, transactions: Transactions) -> None:
+    def __init__(self, transactions: Transactions, following: Following | None = None) -> None:
+        """`following`: the store's (`Store.following`); a snapshot's service has none (its
+        waits and follows are refused)."""
         self._transactions = transactions
-        self._tail = SharedTail(transactions)  # the followers' window
+        self._following = following
 
     @validate_arguments()
     def load(
@@ -177,7 +182,7 @@ class EventService:
     ) -> JsonEvents:
         cursor, latest, pruned, rows = self._rows(event_filter, after_seq, limit, uow)
         after = rows[-1][0] if rows else max(latest, cursor)
-        return JsonEvents(event_texts(rows), after, latest, pruned)
+        return JsonEvents(event_texts(rows), after, latest, pruned, tuple(row[0] for row in rows))
 
     def _rows(
         self,
@@ -332,7 +337,8 @@ class EventService:
         """`event_json` as a `str`."""
         if not isinstance(event, ApiEvent):
             raise InvalidRecord(f"event must be an ApiEvent, got {type(event).__name__}")
-        text = self._tail.text_of(event)
+        following = self._following
+        text = None if following is None else following.window.text_of(event)
         return event.model_dump_json() if text is None else text
 
     def _json_of(self, page: ApiEventPage) -> bytes:
@@ -358,22 +364,19 @@ class EventService:
         a server answers before its response starts). A page raises them later only if the log
         changed in between (a prune past the cursor: `CursorExpired`)."""
         size = page_size(limit)
-        return self._follower(filter, self._start_cursor(after_seq), size)
+        following = self._followed("follow events")
+        return following.follower(self.load, filter, following.start_cursor(after_seq), size)
 
     def _follower(self, filter: ApiEventFilter | None, cursor: int, limit: int) -> Follower:
         """A follower of this log from `cursor` (checked already), `limit` clamped."""
-        signal = self._transactions.commit_signal()
-        return Follower(self.load, self._tail, signal, filter, cursor, limit)
+        return self._followed("wait for events").follower(self.load, filter, cursor, limit)
 
-    def _start_cursor(self, after_seq: int | None) -> int:
-        """Where a follower starts: `after_seq`, checked against the log's frontier and floor
-        read by one statement (`check_cursor`), else the frontier now."""
-        with self._transactions.reading_one_statement("start following events") as read:
-            version = read.events.version()
-        if after_seq is None:
-            return version.latest_seq
-        check_cursor(after_seq, version.latest_seq, version.pruned_through)
-        return after_seq
+    def _followed(self, action: str) -> Following:
+        """The store's `Following`; refused as `Transactions.check_followable` says (a closed
+        store, a snapshot)."""
+        self._transactions.check_followable(action)
+        assert self._following is not None, "a store's events service is given its following"
+        return self._following
 
 
 def _prune_target(read: ReadContext, through_seq: int | None, older_than_ms: int | None) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any, TypeVar
@@ -18,7 +17,6 @@ from .engines import create_engine, translate_errors
 from .protocols import LoneWrite
 from .snapshot import SnapshotTransactions
 from .unit_of_work import LogRead, ReadUnitOfWork, UnitOfWork
-from .wakeups import CommitSignal, PostgresListener, SqliteWatcher
 from .write_path import WritePath
 
 T = TypeVar("T")
@@ -42,30 +40,22 @@ class Database:
         self.write_path.owner = self
         self._pid = os.getpid()
         self._closed = False
-        self._follow_lock = threading.Lock()
-        self._fresh_followers()
 
-    def _fresh_followers(self) -> None:
-        # The followers' signal, pulsed by this process's commits; its source of other
-        # processes' commits starts with the first follower (`commit_signal`).
-        self.signal = CommitSignal()
-        self.write_path.after_commit = self.signal.pulse
-        self.wakeups: SqliteWatcher | PostgresListener | None = None
+    @property
+    def dialect_name(self) -> str:
+        """The database's dialect: `sqlite` or `postgresql`."""
+        return str(self.reader.dialect.name)
 
-    def commit_signal(self) -> CommitSignal:
-        """The wake-up signal of followers (see `wakeups`); the first call starts the source of
-        other processes' commits: one per store, whatever the number of followers."""
-        self._check_open("wait for events")
-        with self._follow_lock:
-            if self.wakeups is None:
-                if self.reader.dialect.name == "sqlite":
-                    self.wakeups = SqliteWatcher(self.signal, self._dedicated_connection)
-                else:
-                    self.wakeups = PostgresListener(self.signal, self._dedicated_connection)
-                self.wakeups.start()
-        return self.signal
+    def on_commit(self, listener: Callable[[], None]) -> None:
+        """Call `listener` right after each commit of the write path (the followers' signal,
+        see `session_journal.follow`); one listener, the last one given."""
+        self.write_path.after_commit = listener
 
-    def _dedicated_connection(self) -> Any:
+    def check_followable(self, action: str) -> None:
+        """`StoreClosed` once the store is closed."""
+        self._check_open(action)
+
+    def dedicated_connection(self) -> Any:
         """A driver connection of its own, outside the pool, in autocommit and without a
         statement timeout (for a wake-up source's thread, see `driver.prepare_for_wakeups`)."""
         pooled = self.reader.raw_connection()
@@ -138,9 +128,6 @@ class Database:
             self._pid = os.getpid()
             self.reader.dispose(close=False)
             self.write_path.after_fork()
-            self._follow_lock = threading.Lock()
-            _INHERITED.append(self.wakeups)  # the parent's thread and connection: never closed
-            self._fresh_followers()
 
     @contextmanager
     def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
@@ -240,11 +227,6 @@ class Database:
         raises `StoreClosed`. Calling it again does nothing more."""
         self._forget_parent_after_fork()
         self._closed = True
-        self.signal.close()  # every follower returns
-        with self._follow_lock:
-            wakeups = self.wakeups
-        if wakeups is not None:
-            wakeups.stop()
         self.write_path.close()
         self.writer.dispose()
         self.reader.dispose()

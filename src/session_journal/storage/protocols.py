@@ -33,7 +33,6 @@ from .repositories import (
     StoredProjection,
 )
 from .repositories.events import LogVersion
-from .wakeups import CommitSignal
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -460,7 +459,8 @@ class Transactions(Protocol):
         the write path would wait forever)."""
         ...
 
-    def commit_signal(self) -> CommitSignal:
-        """The wake-up signal of followers: it moves when events may have committed (in this
-        process or another); its sources start on first use."""
+    def check_followable(self, action: str) -> None:
+        """Refuse to wait for or follow the log when nothing can commit into these
+        transactions' view of it: `StoreClosed` once the store closed, `ReadOnlySnapshot` for a
+        snapshot (which sees one moment)."""
         ...

@@ -14,7 +14,6 @@ from ..errors import InvalidRecord, ReadOnlySnapshot, SnapshotEnded
 from .engines import translate_errors
 from .protocols import LoneWrite, WriteContext
 from .unit_of_work import ReadUnitOfWork
-from .wakeups import CommitSignal
 
 T = TypeVar("T")
 
@@ -70,10 +69,10 @@ class SnapshotTransactions:
         """As `reading`: in a snapshot every read is in its one transaction."""
         return self.reading(action, uow)
 
-    def commit_signal(self) -> CommitSignal:
+    def check_followable(self, action: str) -> NoReturn:
         """Refused: a snapshot sees one moment, nothing commits into it (`ReadOnlySnapshot`:
         wait and follow on the store)."""
-        self._refuse("wait for events")
+        self._refuse(action)
 
     def writing_in_this_thread(self) -> bool:
         """Never: a snapshot holds no write transaction."""

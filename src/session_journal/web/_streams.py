@@ -28,22 +28,14 @@ import math
 import random
 import re
 import time
-from bisect import bisect_right
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from session_journal import (
-    ApiEvent,
-    ApiEventFilter,
-    AsyncFollower,
-    CursorExpired,
-    LegacyNotice,
-    SessionJournalError,
-    StoreClosed,
-)
+from session_journal import ApiEventFilter, CursorExpired, SessionJournalError
 from session_journal.aio import AsyncStore
+from session_journal.follow import Fanout, Row, Waiter, Window
 
 from ._guard import Principal
 from ._problems import Problem, Receive, Scope, Send
@@ -53,25 +45,19 @@ from ._settings import WebSettings
 
 LOG = logging.getLogger("session_journal.web")
 
-COALESCE_S = (0.002, 0.01)
-"""Wake-ups of the streams are at least this far apart under load (the first after a quiet
-spell goes at once), from the first figure with few streams to the second with a thousand or
-more (each wake-up costs every stream a write): each stream sends all that is pending at once."""
-PER_STREAM_S = 10e-6
-"""How much a wake-up's spacing grows with each open stream (within `COALESCE_S`)."""
 TICK_S = 0.25
 """How often the hub looks for streams due a heartbeat, a progress frame or rotation, or stuck
 in a send past `send_timeout_s` (streams hold no timer of their own)."""
-HUB_EVENTS = 10_000
-"""The most recent frames the hub keeps (older ones are read from the database)..."""
-HUB_BYTES = 8 * 1024 * 1024
-"""... and at most this many bytes of them."""
-HUB_PRELOAD = 2_000
-"""The events before the frontier the hub reads when it starts (see `_Hub._preload_from`)."""
+WINDOW_PRELOAD = 2_000
+"""The events before the frontier the store's window holds from its first read, when the app
+serves streams (clients reconnecting from a little way back are served from memory)."""
+WINDOW_PAGE = 200
+"""The most events a stream takes of the window at one turn (fewer when large: `WRITE_BYTES`)."""
+FRAME_BYTES = 8 * 1024 * 1024
+"""The most bytes of frames the hub keeps (`_Frames`); with the store's window, whose texts
+take at most `StoreOptions.follow_window_bytes` (8 MiB by default), 16 MiB in all."""
 PAGE = 1000
 """The most events per read of the database for a stream that is behind..."""
-HUB_PAGE = 200
-"""The most events of one page of the hub's follower (mostly served from the store's window)."""
 FIRST_PAGE = 10
 """The events of a stream's first read of the database (its events' size is not known yet)."""
 PAGE_BYTES = 1024 * 1024
@@ -115,25 +101,10 @@ def event_frame(seq: int, text: bytes) -> bytes:
     return b"id: %d\nevent: api_event\ndata: %s\n\n" % (seq, ascii_json(text))
 
 
-def _stored_type(event: ApiEvent) -> str:
-    """The type tag of an event's stored body, which a type filter reads (as `load` does): a
-    body of an earlier shape is served as a `legacy_notice` that keeps it (`original_type`)."""
-    body = event.event
-    return body.original_type if isinstance(body, LegacyNotice) else body.type
-
-
 def _control(kind: str, data: dict[str, Any], seq: int | None = None) -> bytes:
     head = b"" if seq is None else b"id: %d\n" % seq
     body = json.dumps(data, separators=(",", ":")).encode()
     return head + b"event: %s\ndata: %s\n\n" % (kind.encode(), body)
-
-
-def _seq_of(text: str) -> int:
-    """The seq of an event's JSON (`{"seq":N,...`, as `ApiEvent` writes it)."""
-    if text.startswith('{"seq":'):
-        return int(text[7 : text.index(",", 7)])
-    seq: int = json.loads(text)["seq"]
-    return seq
 
 
 @dataclass(eq=False)
@@ -144,7 +115,7 @@ class _Stream:
     event_filter: ApiEventFilter
     cursor: int
     opened: float = field(default_factory=time.monotonic)
-    waker: asyncio.Future[None] | None = None
+    waker: asyncio.Future[Any] | None = None  # its registration with the loop's `Fanout`
     closing: str | None = None  # why it ends, once it must
     due: float = math.inf  # when it must send without an event (heartbeat, progress, rotation)
     sending_since: float = 0.0  # when its send in progress began (0: none)
@@ -155,9 +126,89 @@ class _Stream:
             self.waker.set_result(None)
 
 
+class _Frames:
+    """The SSE frames of the window's events, each redacted and encoded once per process, keyed
+    by seq, at most `FRAME_BYTES` of them (counted as sent: escaped). A frame goes once the
+    window's floor passes it or its event is deleted (`Window.missing`), and the oldest made go
+    first when the bound is reached: the frame is made again if a stream asks for it later."""
+
+    def __init__(self, redaction: Redaction) -> None:
+        self._redaction = redaction
+        self._frames: OrderedDict[int, bytes] = OrderedDict()  # in the order made: mostly by seq
+        self.size = 0  # bytes of the frames
+        self._missing: frozenset[int] = frozenset()  # the window's, when last swept
+
+    def held(self) -> list[bytes]:
+        """The frames held now, by seq."""
+        return [self._frames[seq] for seq in sorted(self._frames)]
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    async def of(self, rows: list[Row], window: Window) -> list[bytes]:
+        """The frames of `rows` (rows of `window`), in their order: those held, and the others
+        made now (their texts redacted together, off the loop when a text may hold a secret)."""
+        frames = self._frames
+        known = {row[0]: frames[row[0]] for row in rows if row[0] in frames}
+        new = [row for row in rows if row[0] not in known]
+        if new:
+            texts = await self._redaction.texts([row[2] for row in new])
+            for row, text in zip(new, texts, strict=True):
+                known[row[0]] = frame = event_frame(row[0], text.encode())
+                if row[0] not in frames:
+                    frames[row[0]] = frame
+                    self.size += len(frame)
+            self._trim(window)
+        return [known[row[0]] for row in rows]
+
+    def _trim(self, window: Window) -> None:
+        frames = self._frames
+        if window.missing is not self._missing:  # events deleted since: their frames go
+            for seq in window.missing - self._missing:
+                self._drop(seq)
+            self._missing = window.missing
+        while frames:  # the oldest made first; stop at the first one kept
+            seq = next(iter(frames))
+            if seq > window.lo and self.size <= FRAME_BYTES:
+                break
+            self._drop(seq)
+
+    def _drop(self, seq: int) -> None:
+        frame = self._frames.pop(seq, None)
+        if frame is not None:
+            self.size -= len(frame)
+
+
+def take(window: Window, event_filter: ApiEventFilter, cursor: int) -> tuple[list[Row], int] | None:
+    """The rows a stream at `cursor` may take of `window` at one turn: those after `cursor` that
+    `event_filter` admits, about `WRITE_BYTES` of their texts in UTF-8 at most (at least one:
+    a frame is never smaller), and the cursor past them (past every row the window holds when
+    it took them all); `None` when the window cannot answer (the stream reads the database: a
+    workspace's stream, a cursor below the window or below the floor of the pruned log)."""
+    if 0 < cursor < window.pruned:  # expired: the database says so (`CursorExpired`)
+        return None
+    served = window.answer(event_filter, cursor, WINDOW_PAGE)
+    if served is None:
+        return None
+    latest, _, rows = served
+    taken, size = 0, 0
+    while taken < len(rows) and (taken == 0 or size + encoded_size(rows[taken][2]) <= WRITE_BYTES):
+        size += encoded_size(rows[taken][2])
+        taken += 1
+    if taken < len(rows) or len(rows) == WINDOW_PAGE:  # more after these: at its next turn
+        return rows[:taken], rows[taken - 1][0]
+    return rows, max(latest, cursor)
+
+
+def encoded_size(text: str) -> int:
+    """The bytes of `text` in UTF-8."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 class _Hub:
-    """The app's one reader of the log for its streams (see the module docstring), and the
-    streams' registry and counters."""
+    """The app's streams: their registry and counters, the frames of the window's events
+    (`_Frames`), and the loop's `Fanout`, which wakes a stream when the window holds events its
+    filter may admit (see the module docstring)."""
 
     def __init__(self, store: AsyncStore, settings: WebSettings) -> None:
         self.store = store
@@ -169,44 +220,56 @@ class _Hub:
         self.heartbeats = 0
         self.shutting_down = False
         self.polls: set[asyncio.Task[Any]] = set()  # the long-polls in progress
-        # The frames of the events with lo < seq <= hi that the hub read, in seq order.
-        self.seqs: list[int] = []
-        self.sessions: list[str] = []
-        self.types: list[str] = []
-        self.frames: list[bytes] = []
-        self.size = 0  # bytes of the frames
-        self.lo = self.hi = 0
-        self.pruned = 0
-        self.running = False
-        self._task: asyncio.Task[None] | None = None
+        self.frames = _Frames(self.redaction)
+        self.fanout: Fanout | None = None  # of the loop the streams are served on
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._started: asyncio.Event | None = None
-        self._follower: AsyncFollower | None = None
+        self._starting: asyncio.Task[None] | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._joined: dict[int, bytes] = {}  # cursor -> the frames after it, joined, at:
-        self._joined_at = -1  # the `hi` they were joined at
+        # Streams without a filter at one cursor share one write, made once per window.
+        self._joined: dict[int, tuple[bytes, int, int]] = {}
+        self._joined_window: Window | None = None
 
-    async def start(self) -> None:
-        """Follow the log from its frontier now, unless already following on this loop."""
+    async def start(self) -> Fanout:
+        """The loop's `Fanout`, the window read first with the last `WINDOW_PRELOAD` events
+        (once per loop: streams reconnecting from a little way back are served from memory)
+        and the ticker running."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._task is None or self._task.done():
+        starting = self._starting
+        failed = (
+            starting is not None
+            and starting.done()
+            and (starting.cancelled() or starting.exception() is not None)
+        )
+        if self._loop is not loop or starting is None or failed or self._ticker is None:
             self.stop()
-            self._loop, self._started = loop, asyncio.Event()
-            self._task = loop.create_task(self._run(), name="session-journal web hub")
+            self._loop = loop
+            starting = loop.create_task(self._start(), name="session-journal web start")
+            self._starting = starting
             self._ticker = loop.create_task(self._tick(), name="session-journal web ticker")
-        assert self._started is not None
-        await self._started.wait()
+        await asyncio.shield(starting)
+        assert self.fanout is not None
+        return self.fanout
+
+    async def _start(self) -> None:
+        following = self.store.following
+        try:
+            await following.runner.run(following.following.window.preload, WINDOW_PRELOAD)
+        except SessionJournalError as error:  # read at the first wake-up instead
+            LOG.warning("the streams' window could not be read now (%s)", error)
+        self.fanout = following.fanout()
 
     def stop(self) -> None:
-        """Stop following (the streams then read the database)."""
-        self.running = False
-        if self._follower is not None:
-            self._follower.close()  # its `async for` ends; the task then ends by itself
-        tasks, self._task, self._ticker = (self._task, self._ticker), None, None
-        for task in tasks:
-            if task is not None and not task.done() and self._loop is not None:
-                with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
-                    self._loop.call_soon_threadsafe(task.cancel)
+        """Stop the ticker (the streams' loop is gone or the app stops)."""
+        ticker, self._ticker = self._ticker, None
+        if ticker is not None and not ticker.done() and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
+                self._loop.call_soon_threadsafe(ticker.cancel)
+
+    @property
+    def store_closed(self) -> bool:
+        """Whether the store (or the async view the app serves) closed: the streams end."""
+        fanout = self.fanout
+        return self.store.following.runner.closed or (fanout is not None and fanout.signal.closed)
 
     async def _tick(self) -> None:
         """Wake the streams due a frame without an event; end those stuck in a send."""
@@ -222,152 +285,52 @@ class _Hub:
                 elif stream.due <= now:
                     stream.wake()
 
-    async def _run(self) -> None:
-        assert self._started is not None
-        after = await self._preload_from()
-        while not self.shutting_down:
-            try:
-                self._follower = follower = self.store.events.follow(
-                    after_seq=after, limit=HUB_PAGE
-                )
-                await follower
-                self._reset(follower.cursor or 0)
-                self.running = True
-                self._started.set()
-                await self._follow(follower)
-                if follower.store_closed:
-                    break
-            except CursorExpired:  # the hub fell behind a prune: start again at the frontier
-                after = None
-            except StoreClosed:
-                break
-            except SessionJournalError as error:  # a failed read: try again from where it was
-                LOG.warning("the stream hub failed to read the log (%s); retrying", error)
-                after = self.hi if self.running else None
-                self.running = False
-                self._started.set()
-                await asyncio.sleep(1.0)
-            finally:
-                self.running = False
-        self._started.set()
-        for stream in self.streams:  # the store closed: the streams end
-            stream.closing = stream.closing or "store_closed"
-            stream.wake()
-
-    async def _preload_from(self) -> int | None:
-        """Where the hub starts following: `HUB_PRELOAD` events before the frontier (above the
-        floor of the pruned log), so that the streams of clients reconnecting from a little
-        way back share its frames instead of each reading the database; `None` (the frontier)
-        when the log cannot be read now."""
-        try:
-            page = await self.store.events.load(after_seq=None, limit=1)
-        except SessionJournalError:
-            return None
-        return max(page.pruned_through, page.latest_seq - HUB_PRELOAD)
-
-    async def _follow(self, follower: AsyncFollower) -> None:
-        low, high = COALESCE_S
-        last_wake = 0.0
-        async for page in follower:
-            if page.pruned_through > self.pruned:
-                self._pruned(page.pruned_through)
-            # Each event's frame, redacted, made once per process for every stream.
-            events = self.store.events
-            texts = await self.redaction.encoded([events.event_json(e) for e in page.events])
-            for event, text in zip(page.events, texts, strict=True):
-                self.seqs.append(event.seq)
-                self.sessions.append(event.session_id)
-                self.types.append(_stored_type(event))
-                frame = event_frame(event.seq, text)
-                self.frames.append(frame)
-                self.size += len(frame)
-            self.hi = page.next_after_seq
-            if len(self.seqs) > HUB_EVENTS or self.size > HUB_BYTES:
-                self._trim(self._over())
-            spacing = min(high, max(low, len(self.streams) * PER_STREAM_S))
-            wait = last_wake + spacing - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)  # what commits meanwhile joins this wake-up
-            last_wake = time.monotonic()
-            for stream in self.streams:
-                stream.wake()
-
-    def _over(self) -> int:
-        """How many of the oldest frames to drop: down to half the bounds (a trim is rare)."""
-        count, size = 0, self.size
-        while count < len(self.frames) and (
-            len(self.frames) - count > HUB_EVENTS // 2 or size > HUB_BYTES // 2
-        ):
-            size -= len(self.frames[count])
-            count += 1
-        return count
-
-    def _reset(self, cursor: int) -> None:
-        self._joined = {}
-        self.size = 0
-        self.seqs, self.sessions, self.types, self.frames = [], [], [], []
-        self.lo = self.hi = cursor
-
-    def _pruned(self, floor: int) -> None:
-        self.pruned = floor
-        self._trim(bisect_right(self.seqs, floor))
-        self.lo = max(self.lo, floor)
-
-    def _trim(self, count: int) -> None:
-        if count <= 0:
-            return
-        self._joined = {}
-        self.lo = self.seqs[count - 1]
-        self.size -= sum(len(frame) for frame in self.frames[:count])
-        del self.seqs[:count], self.sessions[:count], self.types[:count], self.frames[:count]
-
     def serves(self, stream: _Stream) -> bool:
-        """Whether the hub's frames can answer `stream` now."""
-        return (
-            self.running
-            and stream.event_filter.workspace_id is None
-            and self.lo <= stream.cursor
-            and not (0 < stream.cursor < self.pruned)
-        )
+        """Whether the window may answer `stream` (else it reads the database)."""
+        return self.fanout is not None and stream.event_filter.workspace_id is None
 
-    def frames_after(self, stream: _Stream) -> tuple[list[bytes], int]:
-        """The frames after the stream's cursor that its filter admits, about `WRITE_BYTES` of
-        them at most (at least one), and the cursor past the frames scanned: past every frame
-        the hub holds when it took them all (or the stream's own, when it is ahead of the hub).
-        A stream that is far behind takes the rest at its next turns: it never holds more of
-        the hub's frames than one write, even once the hub has dropped them."""
-        wanted = stream.event_filter
-        session, types = wanted.session_id, wanted.types
-        frames, seqs = self.frames, self.seqs
-        start = bisect_right(seqs, stream.cursor)
-        if session is None and types is None:
-            if self._joined_at != self.hi:
-                self._joined, self._joined_at = {}, self.hi
-            joined = self._joined.get(stream.cursor)  # streams at one cursor share one write
-            if joined is None:
-                end, size = start, 0
-                while end < len(seqs) and (end == start or size + len(frames[end]) <= WRITE_BYTES):
-                    size += len(frames[end])
-                    end += 1
-                if end < len(seqs):  # far behind: one write's worth now
-                    return frames[start:end], seqs[end - 1]
-                joined = self._joined[stream.cursor] = b"".join(frames[start:])
-            return ([joined] if joined else []), max(self.hi, stream.cursor)
-        taken: list[bytes] = []
-        size = 0
-        for i in range(start, len(seqs)):
-            if (session is None or self.sessions[i] == session) and (
-                types is None or self.types[i] in types
-            ):
-                if taken and size + len(frames[i]) > WRITE_BYTES:
-                    return taken, seqs[i - 1]  # the rest at its next turn
-                taken.append(frames[i])
-                size += len(frames[i])
-        return taken, max(self.hi, stream.cursor)
+    async def frames_after(
+        self, stream: _Stream, window: Window
+    ) -> tuple[list[bytes], int, int] | None:
+        """The frames of what the stream takes of `window` at one turn (`take`), the cursor
+        past it and the seq of its last event (else the stream's cursor); `None` when the
+        window cannot answer. Streams without a filter at one cursor share one write."""
+        cursor = stream.cursor
+        shared = stream.event_filter == ApiEventFilter()
+        if shared:
+            if self._joined_window is not window:
+                self._joined, self._joined_window = {}, window
+            joined = self._joined.get(cursor)
+            if joined is not None:
+                return ([joined[0]] if joined[0] else []), joined[1], joined[2]
+        taken = take(window, stream.event_filter, cursor)
+        if taken is None:
+            return None
+        rows, after = taken
+        frames = await self.frames.of(rows, window)
+        # At most one write (at least one frame): escaped text makes a frame larger than its
+        # text, up to 12 bytes a character.
+        kept, size = 0, 0
+        while kept < len(frames) and (kept == 0 or size + len(frames[kept]) <= WRITE_BYTES):
+            size += len(frames[kept])
+            kept += 1
+        if kept < len(frames):
+            frames, rows, after = frames[:kept], rows[:kept], rows[kept - 1][0]
+        last = rows[-1][0] if rows else cursor
+        # Shared only at the window's end, where streams gather (one write each at most): a
+        # stream behind takes its own turns, so the writes kept stay few.
+        if shared and self._joined_window is window and after >= window.hi:
+            write = b"".join(frames)
+            self._joined[cursor] = (write, after, last)
+            return ([write] if write else []), after, last
+        return frames, after, last
 
     def status(self) -> dict[str, object]:
         """What `/api/status` shows of the streams."""
-        lags = [max(0, self.hi - stream.cursor) for stream in self.streams]
+        fanout = self.fanout
+        window = None if fanout is None else fanout.window
+        latest = 0 if window is None else window.hi
+        lags = [max(0, latest - stream.cursor) for stream in self.streams]
         return {
             "streams": len(self.streams),
             "max_streams": self.settings.max_streams,
@@ -375,9 +338,9 @@ class _Hub:
             "lag_total": sum(lags),
             "closes": dict(self.closes),
             "heartbeats": self.heartbeats,
-            "following": self.running,
-            "cursor": self.hi,
-            "frames_held": len(self.seqs),
+            "following": fanout is not None and not self.store_closed,
+            "cursor": latest,
+            "frames_held": len(self.frames),
         }
 
     async def shutdown(self) -> None:
@@ -501,7 +464,7 @@ class StreamRoute:
         opening = b"retry: %d\n\n" % retry + _control("ready", ready)
         # The page's texts go to the stream's backlog, which it empties as it sends: nothing
         # here holds them while the client is slow to take them.
-        backlog = _Backlog(await hub.redaction.texts(first.events))
+        backlog = _Backlog(await hub.redaction.texts(first.events), first.seqs)
         scanned = first.next_after_seq
         del first
         watcher = asyncio.create_task(_watch_disconnect(receive, stream))
@@ -536,81 +499,111 @@ class StreamRoute:
     ) -> str:
         """Send what is pending after the stream's cursor at each wake-up until it must end;
         why it ended. `backlog` holds the JSON of the events of the first page, read through
-        `scanned`; each read of the database refills it."""
+        `scanned`; each read of the database refills it. The stream waits registered with the
+        loop's `Fanout` (registered before each read of the window, so that no commit after
+        the read goes unnoticed)."""
         hub, settings, events = self.hub, self.hub.settings, self.hub.store.events
-        loop = asyncio.get_running_loop()
+        fanout = await hub.start()
         filtered = stream.event_filter != ApiEventFilter()
         lifetime = settings.stream_lifetime_s * random.uniform(0.9, 1.1)
         rotate_at = stream.opened + lifetime
         parts: list[bytes] = [opening]
+        # A filtered stream's last id sent (an event's or a progress frame's): the client has
+        # everything through the cursor it came with, so a progress frame goes above it.
+        sent_cursor = backlog.last_seq(stream.cursor)
         stream.cursor = max(stream.cursor, scanned)
-        sent_cursor = -1  # a filtered stream's last id sent (an event's or a progress frame's)
         last_sent = time.monotonic()
         last_progress = last_sent - PROGRESS_S  # the first may go at once
-        while True:
-            if stream.closing is not None:
-                if stream.closing in ("shutdown", "store_closed"):
-                    # What the stream read and did not send yet is left: the client resumes
-                    # from the last id it took.
-                    async with asyncio.timeout(1.0):  # as the server stops: no longer
-                        await self._send(send, stream, [*parts, _control("shutdown", {})])
-                return stream.closing
-            if parts or backlog.texts:
-                last_sent = time.monotonic()
-                await self._send(send, stream, parts, backlog)
-                parts = []
-            now = time.monotonic()
-            if now >= rotate_at:
-                await self._send(send, stream, [_control("rotate", {})])
-                return "rotate"
-            if not hub.serves(stream):
-                limit = backlog.next_limit()
+        waiter: Waiter | None = None
+        verified = False  # whether the window answers for what committed before the stream
+        window_failed = False  # the last wake-up was a failed read of the window
+        try:
+            while True:
+                if stream.closing is None and hub.store_closed:
+                    stream.closing = "store_closed"
+                if stream.closing is not None:
+                    if stream.closing in ("shutdown", "store_closed"):
+                        # What the stream read and did not send yet is left: the client
+                        # resumes from the last id it took.
+                        async with asyncio.timeout(1.0):  # as the server stops: no longer
+                            await self._send(send, stream, [*parts, _control("shutdown", {})])
+                    return stream.closing
+                if parts or backlog.texts:
+                    last_sent = time.monotonic()
+                    await self._send(send, stream, parts, backlog)
+                    parts = []
+                now = time.monotonic()
+                if now >= rotate_at:
+                    await self._send(send, stream, [_control("rotate", {})])
+                    return "rotate"
+                if waiter is None or waiter.done():  # registered before the read below
+                    if waiter is not None:
+                        fanout.unregister(stream.event_filter, waiter)
+                        if not waiter.cancelled() and waiter.exception() is not None:
+                            window_failed = True  # a read of the window failed meanwhile
+                    waiter = stream.waker = fanout.register(stream.event_filter)
+                taken = None
+                if hub.serves(stream) and not window_failed:
+                    if not verified:  # other processes' deletes and prunes, before a read
+                        await fanout.verify()
+                        verified = True
+                    taken = await hub.frames_after(stream, fanout.window)
+                window_failed = False
+                if taken is None:
+                    limit = backlog.next_limit()
+                    try:
+                        page = await events.load_json_events(
+                            stream.event_filter, stream.cursor, limit
+                        )
+                    except CursorExpired as error:
+                        # The data is the 410 answer's document, as a client starting now
+                        # gets it.
+                        expired = Problem(
+                            "cursor_expired", str(error), extra=await self._expired(error.cursor)
+                        )
+                        frame = b"event: expired\ndata: %s\n\n" % expired.body()
+                        await self._send(send, stream, [frame])
+                        return "cursor_expired"
+                    # Redacted now; encoded as its writes are made.
+                    backlog.refill(await hub.redaction.texts(page.events), page.seqs)
+                    sent_cursor = backlog.last_seq(sent_cursor)
+                    stream.cursor = max(stream.cursor, page.next_after_seq)
+                    behind = len(page.events) == limit
+                    del page
+                    if behind or backlog.texts:
+                        continue
+                else:
+                    frames, after, last = taken
+                    if frames:
+                        parts = frames
+                        sent_cursor = max(sent_cursor, last)
+                    stream.cursor = after
+                    if parts:
+                        continue
+                if filtered and stream.cursor > sent_cursor and now - last_progress >= PROGRESS_S:
+                    progress = {"scanned_through": stream.cursor}
+                    parts = [_control("progress", progress, seq=stream.cursor)]
+                    sent_cursor, last_progress = stream.cursor, now
+                    continue
+                due = min(last_sent + settings.heartbeat_s, rotate_at)
+                if filtered and stream.cursor > sent_cursor:
+                    due = min(due, last_progress + PROGRESS_S)
+                if due <= time.monotonic():
+                    parts = [b": heartbeat\n\n"]
+                    hub.heartbeats += 1
+                    continue
+                stream.due = due  # the hub's ticker wakes it then, if nothing does before
+                if stream.closing is not None or hub.store_closed:
+                    continue  # told while it sent or read: its waiter may be spent already
                 try:
-                    page = await events.load_json_events(stream.event_filter, stream.cursor, limit)
-                except CursorExpired as error:
-                    # The data is the 410 answer's document, as a client starting now gets it.
-                    expired = Problem(
-                        "cursor_expired", str(error), extra=await self._expired(error.cursor)
-                    )
-                    frame = b"event: expired\ndata: %s\n\n" % expired.body()
-                    await self._send(send, stream, [frame])
-                    return "cursor_expired"
-                # Redacted now; encoded as its writes are made.
-                backlog.refill(await hub.redaction.texts(page.events))
-                if backlog.texts:
-                    sent_cursor = _seq_of(backlog.texts[-1])
-                stream.cursor = max(stream.cursor, page.next_after_seq)
-                behind = len(page.events) == limit
-                del page
-                if behind or backlog.texts:
-                    continue
-            else:
-                frames, after = hub.frames_after(stream)
-                if frames:
-                    parts = frames
-                    if filtered:  # its frames are one event each
-                        sent_cursor = _frame_seq(frames[-1])
-                stream.cursor = after
-                if parts:
-                    continue
-            if filtered and stream.cursor > sent_cursor and now - last_progress >= PROGRESS_S:
-                progress = {"scanned_through": stream.cursor}
-                parts = [_control("progress", progress, seq=stream.cursor)]
-                sent_cursor, last_progress = stream.cursor, now
-                continue
-            due = min(last_sent + settings.heartbeat_s, rotate_at)
-            if filtered and stream.cursor > sent_cursor:
-                due = min(due, last_progress + PROGRESS_S)
-            if due <= time.monotonic():
-                parts = [b": heartbeat\n\n"]
-                hub.heartbeats += 1
-                continue
-            stream.due = due  # the hub's ticker wakes it then, if nothing does before
-            stream.waker = loop.create_future()
-            try:
-                await stream.waker
-            finally:
-                stream.waker = None
+                    await waiter
+                except SessionJournalError as error:  # the read of the window failed
+                    LOG.warning("reading the streams' window failed (%s)", error)
+                    window_failed = True  # the database answers this time
+        finally:
+            if waiter is not None:
+                fanout.unregister(stream.event_filter, waiter)
+            stream.waker = None
 
     async def _send(
         self, send: Send, stream: _Stream, parts: list[bytes], backlog: _Backlog | None = None
@@ -633,22 +626,29 @@ class _Backlog:
     read takes about `PAGE_BYTES` of frames, judged by the frames of the last read that had
     events."""
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], seqs: tuple[int, ...]) -> None:
+        """`texts` and their events' `seqs` (a page of `load_json_events`)."""
         self.texts = deque(texts)
+        self._seqs = deque(seqs)
         self._average: int | None = None  # bytes a frame, of the last read with events
         self._bytes = self._made = 0  # of the frames made of the current read
 
-    def refill(self, texts: list[str]) -> None:
+    def refill(self, texts: list[str], seqs: tuple[int, ...]) -> None:
         """The events of a new read (the backlog is empty: every read is sent first)."""
         if self._made:
             self._average = max(1, self._bytes // self._made)
         self._bytes = self._made = 0
         self.texts.extend(texts)
+        self._seqs.extend(seqs)
+
+    def last_seq(self, otherwise: int) -> int:
+        """The seq of the last event held, else `otherwise`."""
+        return self._seqs[-1] if self._seqs else otherwise
 
     def frame(self) -> bytes:
         """The next event's frame; its text leaves the backlog."""
         text = self.texts.popleft()
-        frame = event_frame(_seq_of(text), text.encode())
+        frame = event_frame(self._seqs.popleft(), text.encode())
         self._bytes += len(frame)
         self._made += 1
         return frame
@@ -685,11 +685,6 @@ def _writes(parts: list[bytes], backlog: _Backlog | None) -> Iterator[bytes]:
         body = b"".join(batch)
         batch = []
         yield body
-
-
-def _frame_seq(frame: bytes) -> int:
-    """The id of an event frame (`id: N\\n...`)."""
-    return int(frame[4 : frame.index(b"\n")])
 
 
 async def _watch_disconnect(receive: Receive, stream: _Stream) -> None:

@@ -27,8 +27,11 @@ from ..models import (
     SessionRow,
     StoredType,
 )
-from ..wakeups import CHANNEL
 from .event_pages import API_EVENTS, checked_types, page_query, split_floor
+
+CHANNEL = "session_journal_events"
+"""The PostgreSQL notification channel of appended events (its payload: the store's schema),
+which the followers' wake-up source `LISTEN`s on (`session_journal.follow.wakeups`)."""
 
 # Statements of the hot paths, built once: building a statement and its cache key on every call
 # costs more than executing it.
@@ -44,8 +47,8 @@ _TAKE_SEQS = (
     .returning(EventSequenceRow.last_seq)
 )
 # PostgreSQL: the statement that takes the seqs also sends the followers' `NOTIFY` (delivered
-# when the transaction commits, dropped if it rolls back; see `wakeups`): no round trip of its
-# own. The payload is the schema, so that stores of other schemas of the database ignore it.
+# when the transaction commits, dropped if it rolls back; see `follow.wakeups`): no round trip
+# of its own. The payload is the schema, so that stores of other schemas of the database ignore it.
 _NOTIFY: sa.ColumnElement[Any] = sa.literal_column(f"pg_notify('{CHANNEL}', current_schema())")
 _TAKE_SEQS_PG = _TAKE_SEQS.returning(_NOTIFY)
 INSERT_EVENT = sa.insert(ApiEventRow)

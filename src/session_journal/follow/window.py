@@ -36,8 +36,8 @@ from ..api_events import (
     decode_events,
     event_texts,
 )
-from .protocols import EventReads, Transactions
-from .repositories import LogVersion
+from ..storage.protocols import EventReads, Transactions
+from ..storage.repositories import LogVersion
 
 Row = tuple[int, str, str, ApiEvent, object]
 """An event of the window: `(seq, session_id, its JSON text, the decoded event, the type tag
@@ -63,7 +63,8 @@ class SharedTail:
         self._max_events = options.follow_window_events if max_events is None else max_events
         self._max_bytes = options.follow_window_bytes if max_bytes is None else max_bytes
         self._lock = threading.Lock()  # one refresh at a time; readers never take it
-        self._window = _Window(generation=-1, filled=False, lo=0, covered=0, hi=0)
+        self._preload = 0  # events before the frontier the first read takes (`preload`)
+        self._window = Window(generation=-1, filled=False, lo=0, covered=0, hi=0)
         self.refreshes = 0
         """How many times the window was read (for tests and benchmarks)."""
 
@@ -112,9 +113,20 @@ class SharedTail:
             return rows[at][2]
         return None
 
-    def snapshot(self) -> _Window:
+    def snapshot(self) -> Window:
         """The window as last read (never changed afterwards)."""
         return self._window
+
+    def preload(self, events: int) -> None:
+        """Unless the window was read already: read it now, with the last `events` events
+        before the frontier (within its bounds, above the floor of the pruned log), so that
+        followers starting a little way back (clients reconnecting) are served from memory."""
+        if self._max_events == 0 or self._window.filled:
+            return
+        with self._lock:
+            self._preload = max(self._preload, events)
+            if not self._window.filled:
+                self._refresh(self._window.generation)
 
     def refresh(self, generation: int) -> None:
         """Read the window again unless it is as recent as `generation` already."""
@@ -150,28 +162,31 @@ class SharedTail:
         with self._transactions.reading("read the followers' window") as uow:
             # First, in the read's snapshot: the window is at least as recent as its version.
             version = uow.events.version()
-            if not old.filled:  # start empty at the frontier
+            first = not old.filled
+            if first:  # start at the frontier, with the last `preload` events
                 hi = version.latest_seq
-                window = _Window(
+                start = max(version.pruned_through, hi - min(self._preload, self._max_events))
+                # Read from `start` below, in this snapshot: every row read is stored.
+                old = window = Window(
                     generation,
                     filled=True,
-                    lo=hi,
-                    covered=hi,
-                    hi=hi,
+                    lo=start,
+                    covered=start,
+                    hi=start,
                     pruned=version.pruned_through,
                     version=version,
                 )
-            else:
+            if not first or start < hi:
                 hi, pruned, read_rows = uow.events.rows_after(old.covered, self._max_events)
                 covered = read_rows[-1][0] if len(read_rows) == self._max_events else hi
                 new = _decoded(read_rows, uow.events)
                 rows = old.rows + new
-                size = old.size + sum(len(row[2]) for row in new)
+                size = old.size + sum(encoded_size(row[2]) for row in new)
                 drop = 0
                 while drop < len(rows) and (
                     len(rows) - drop > self._max_events or size > self._max_bytes
                 ):
-                    size -= len(rows[drop][2])
+                    size -= encoded_size(rows[drop][2])
                     drop += 1
                 lo = rows[drop - 1][0] if drop else old.lo
                 rows = rows[drop:]
@@ -182,13 +197,16 @@ class SharedTail:
                 # unchanged count of the earlier ones still means none of them went; else
                 # their seqs are read again. The new rows were read in this snapshot: stored.
                 missing = frozenset(seq for seq in old.missing if seq > lo)
-                earlier = len(rows) - len(new)
-                if version.deletions != old.version.deletions and uow.events.count_between(
-                    lo, old.covered
-                ) != earlier - len(missing):
+                earlier = max(0, len(old.rows) - drop)  # the earlier rows kept (none if more
+                # than a window was read: the new rows then pushed them all out)
+                if (
+                    earlier
+                    and version.deletions != old.version.deletions
+                    and uow.events.count_between(lo, old.covered) != earlier - len(missing)
+                ):
                     stored = uow.events.present_after(lo, old.covered)
                     missing = frozenset(row[0] for row in rows[:earlier] if row[0] not in stored)
-                window = _Window(
+                window = Window(
                     generation,
                     filled=True,
                     lo=lo,
@@ -202,6 +220,11 @@ class SharedTail:
                 )
         self._window = window
         self.refreshes += 1
+
+
+def encoded_size(text: str) -> int:
+    """The bytes of `text` in UTF-8 (what bounds of memory count)."""
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def _decoded(stored: list[StoredRow], events: EventReads) -> list[Row]:
@@ -229,7 +252,7 @@ def _decoded(stored: list[StoredRow], events: EventReads) -> list[Row]:
 
 
 @dataclass(frozen=True)
-class _Window:
+class Window:
     """One published state of the window: the rows of the events with `lo < seq <= covered`,
     the frontier `hi` and which of those events were deleted since they were read, all as of one
     snapshot at the signal's `generation`. Never changed once published, so a reader needs no
@@ -242,16 +265,16 @@ class _Window:
     hi: int
     pruned: int = 0  # the floor of the pruned log, from the same snapshot
     rows: list[Row] = field(default_factory=list)  # in seq order
-    size: int = 0  # characters of the events' JSON
+    size: int = 0  # bytes of the events' JSON, encoded (UTF-8)
     missing: frozenset[int] = frozenset()  # the seqs of those events deleted since
     version: LogVersion = _NEVER_READ  # the log's version, read first in that snapshot
 
-    def sessions_after(self, seq: int | None) -> set[str] | None:
-        """The sessions of the window's events with a seq above `seq`; `None` when the window
-        cannot tell (`seq` unknown or below the window, or events beyond it)."""
+    def rows_after(self, seq: int | None) -> list[Row] | None:
+        """The window's rows with a seq above `seq` (those deleted since included); `None` when
+        the window cannot tell (`seq` unknown or below the window, or events beyond it)."""
         if seq is None or not self.filled or seq < self.lo or self.covered < self.hi:
             return None
-        return {row[1] for row in self.rows[bisect_right(self.rows, seq, key=_seq) :]}
+        return self.rows[bisect_right(self.rows, seq, key=_seq) :]
 
     def answer(
         self, event_filter: ApiEventFilter, cursor: int, limit: int

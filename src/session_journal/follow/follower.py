@@ -1,19 +1,29 @@
-"""Following the log: `Follower`, the iterator of `store.events.follow` (and the reader under
-`wait`), served from the store's shared window when it can answer and from the database
-otherwise; and the cursor rules every page obeys (`check_cursor`, `page_after`)."""
+"""`Follower`, the iterator of `store.events.follow` (and the reader under `wait`): pages of the
+log served from the store's window when it can answer and from the database otherwise."""
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Literal
 
-from ..api_events import ApiEvent, ApiEventFilter, ApiEventPage
-from ..errors import CursorAhead, CursorExpired, StoreClosed
-from ..storage.tail import SharedTail
-from ..storage.wakeups import CommitSignal
+from ..api_events import ApiEventFilter, ApiEventPage
+from ..errors import StoreClosed
+from .cursors import check_cursor, page_after
+from .wakeups import CommitSignal
+from .window import SharedTail
+
+
+class Unanswered(enum.Enum):
+    """Why `Follower.poll_in_memory` gave no answer from memory."""
+
+    WINDOW_BEHIND = enum.auto()
+    """The window is older than the generation asked for: refresh it on a thread
+    (`SharedTail.refresh`), then ask again."""
+    DATABASE = enum.auto()
+    """Only the database can answer: `Follower.poll` on a thread."""
 
 
 class Follower(Iterator[ApiEventPage]):
@@ -112,24 +122,22 @@ class Follower(Iterator[ApiEventPage]):
 
     def poll_in_memory(
         self, generation: int, *, events_only: bool = False
-    ) -> ApiEventPage | Literal["behind", "database"] | None:
+    ) -> ApiEventPage | Unanswered | None:
         """`poll`, but only if it can be answered from memory without waiting for a lock (from
-        an event loop): `"behind"` when the shared window is older than `generation` (refresh
-        it, `SharedTail.refresh`, on a thread, then ask again); `"database"` when only the
-        database can answer (`poll` on a thread)."""
+        an event loop); else why not (`Unanswered`)."""
         window = self._tail.snapshot()
         stale = self._read_at is not None and self._stale()
         if self._read_at == generation and not stale and window is self._read_window:
             return self._unreturned(events_only)
         if stale or not self._verified:  # the first read checks the window: on a thread
-            return "database"
+            return Unanswered.DATABASE
         cursor = self._next_cursor()
         event_filter = self._filter or ApiEventFilter()
         served = self._tail.page_in_memory(event_filter, cursor, self._limit, generation)
         if served is False:
-            return "behind"
+            return Unanswered.WINDOW_BEHIND
         if served is None:
-            return "database"
+            return Unanswered.DATABASE
         latest, pruned, rows = served
         events = tuple(row[3] for row in rows)
         page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
@@ -221,33 +229,3 @@ class Follower(Iterator[ApiEventPage]):
         traceback: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def check_cursor(cursor: int, latest_seq: int, pruned_through: int) -> None:
-    """`CursorExpired` if the cursor is below the floor (`check_not_expired`), `CursorAhead` if
-    it is above the frontier: it comes from another database or a restored backup."""
-    check_not_expired(cursor, pruned_through)
-    if cursor > latest_seq:
-        raise CursorAhead(
-            f"after_seq {cursor} is above the frontier {latest_seq}: the cursor comes "
-            "from another database or a restored backup; resync the client"
-        )
-
-
-def check_not_expired(cursor: int, pruned_through: int) -> None:
-    """`CursorExpired` if `0 < cursor < pruned_through`: events after the cursor were pruned.
-    A cursor of 0 means "from the oldest retained event" and never expires."""
-    if 0 < cursor < pruned_through:
-        raise CursorExpired(pruned_through, cursor)
-
-
-def page_after(
-    cursor: int, latest: int, events: tuple[ApiEvent, ...], pruned_through: int = 0
-) -> ApiEventPage:
-    """The page of `events` read after `cursor` with the frontier `latest`: `next_after_seq`
-    is the last event's seq, else `max(latest, cursor)`, so it never moves back and an empty
-    filtered page still advances it."""
-    after = events[-1].seq if events else max(latest, cursor)
-    return ApiEventPage(
-        events=events, next_after_seq=after, latest_seq=latest, pruned_through=pruned_through
-    )
