@@ -78,6 +78,7 @@ class Fanout:
         self._waiters: set[Waiter] = set()  # of `wait_past`
         self._sessions: dict[str, dict[Waiter, ApiEventFilter]] = {}  # registrations by session
         self._others: dict[Waiter, ApiEventFilter] = {}  # registrations of other filters
+        self._registered = 0  # registrations now (the signal counts the fan-out as one waiter)
         self._routed: int | None = None  # the window's `covered` when registrations last woke
         self._routed_floor = 0  # and its floor of the pruned log
         self._routed_at = 0.0  # and when
@@ -96,7 +97,7 @@ class Fanout:
 
     def registered(self) -> int:
         """How many registrations wait now."""
-        return len(self._others) + sum(map(len, self._sessions.values()))
+        return self._registered
 
     def _told(self) -> None:  # any thread, with the signal's lock held
         loop = self._loop()
@@ -281,12 +282,16 @@ class Fanout:
             self._others[waiter] = event_filter
         else:
             self._sessions.setdefault(session_id, {})[waiter] = event_filter
-        self.signal.waiter_joined()
+        self._registered += 1
+        if self._registered == 1:  # the signal counts the fan-out's registrations as one
+            self.signal.waiter_joined()  # waiter (its sources run while someone waits)
         return waiter
 
     def unregister(self, event_filter: ApiEventFilter, waiter: Waiter) -> None:
         """Forget a waiter of `register`."""
-        self.signal.waiter_left()
+        self._registered -= 1
+        if self._registered == 0:
+            self.signal.waiter_left()
         session_id = event_filter.session_id
         if session_id is None:
             self._others.pop(waiter, None)

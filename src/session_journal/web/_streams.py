@@ -120,6 +120,10 @@ class _Stream:
     due: float = math.inf  # when it must send without an event (heartbeat, progress, rotation)
     sending_since: float = 0.0  # when its send in progress began (0: none)
     task: asyncio.Task[Any] | None = None  # what serves it (cancelled by a send timeout)
+    every_event: bool = field(init=False)  # no filter: it shares writes with its cursor's
+
+    def __post_init__(self) -> None:
+        self.every_event = self.event_filter == ApiEventFilter()  # once: a model's == costs
 
     def wake(self) -> None:
         if self.waker is not None and not self.waker.done():
@@ -296,7 +300,7 @@ class _Hub:
         past it and the seq of its last event (else the stream's cursor); `None` when the
         window cannot answer. Streams without a filter at one cursor share one write."""
         cursor = stream.cursor
-        shared = stream.event_filter == ApiEventFilter()
+        shared = stream.every_event
         if shared:
             if self._joined_window is not window:
                 self._joined, self._joined_window = {}, window
@@ -504,7 +508,7 @@ class StreamRoute:
         the read goes unnoticed)."""
         hub, settings, events = self.hub, self.hub.settings, self.hub.store.events
         fanout = await hub.start()
-        filtered = stream.event_filter != ApiEventFilter()
+        filtered = not stream.every_event
         lifetime = settings.stream_lifetime_s * random.uniform(0.9, 1.1)
         rotate_at = stream.opened + lifetime
         parts: list[bytes] = [opening]
