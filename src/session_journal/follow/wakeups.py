@@ -72,7 +72,8 @@ class CommitSignal:
         return self._closed
 
     def waiting(self) -> int:
-        """How many followers wait now."""
+        """How many waiters wait now: threads and tasks in `wait_past`, and one for each
+        `Fanout` with registrations, whatever their number."""
         return self._waiting
 
     def pulse(self) -> None:

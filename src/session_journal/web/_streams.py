@@ -607,6 +607,8 @@ class StreamRoute:
         finally:
             if waiter is not None:
                 fanout.unregister(stream.event_filter, waiter)
+                if waiter.done() and not waiter.cancelled():
+                    waiter.exception()  # a failed read it did not wait for: seen, not logged
             stream.waker = None
 
     async def _send(
