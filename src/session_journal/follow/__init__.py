@@ -16,7 +16,7 @@ from .async_follower import AsyncFollower, AsyncFollowing
 from .fanout import Fanout, Waiter
 from .follower import Follower
 from .following import Following
-from .window import Row, Window
+from .window import Row, Window, encoded_size
 
 __all__ = [
     "AsyncFollower",
@@ -27,4 +27,5 @@ __all__ = [
     "Row",
     "Waiter",
     "Window",
+    "encoded_size",
 ]

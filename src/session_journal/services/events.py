@@ -372,10 +372,11 @@ class EventService:
         return self._followed("wait for events").follower(self.load, filter, cursor, limit)
 
     def _followed(self, action: str) -> Following:
-        """The store's `Following`; refused as `Transactions.check_followable` says (a closed
-        store, a snapshot)."""
-        self._transactions.check_followable(action)
-        assert self._following is not None, "a store's events service is given its following"
+        """The store's `Following` (which refuses a closed store itself); a snapshot has none:
+        refused as `Transactions.check_followable` says (`ReadOnlySnapshot`, `SnapshotEnded`)."""
+        if self._following is None:
+            self._transactions.check_followable(action)
+            raise AssertionError("only a snapshot's events service has no following")
         return self._following
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from session_journal import ApiEventFilter, CursorExpired, SessionJournalError
 from session_journal.aio import AsyncStore
-from session_journal.follow import Fanout, Row, Waiter, Window
+from session_journal.follow import Fanout, Row, Waiter, Window, encoded_size
 
 from ._guard import Principal
 from ._problems import Problem, Receive, Scope, Send
@@ -202,11 +202,6 @@ def take(window: Window, event_filter: ApiEventFilter, cursor: int) -> tuple[lis
     if taken < len(rows) or len(rows) == WINDOW_PAGE:  # more after these: at its next turn
         return rows[:taken], rows[taken - 1][0]
     return rows, max(latest, cursor)
-
-
-def encoded_size(text: str) -> int:
-    """The bytes of `text` in UTF-8."""
-    return len(text) if text.isascii() else len(text.encode())
 
 
 class _Hub:
