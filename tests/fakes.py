@@ -488,6 +488,8 @@ class FakeTransactions:
     def check_followable(self, action: str) -> None:
         pass  # never closed
 
+    loop_writes = None  # no event loop's connection in memory: an async twin uses its workers
+
     # What `Following` needs besides (`follow.following.FollowedDatabase`): in memory, no
     # other process commits, so there is no wake-up source.
     dialect_name = "memory"

@@ -46,6 +46,7 @@ from .services.faults import FaultService
 from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
+from .storage.protocols import WriteContext
 from .storage.unit_of_work import UnitOfWork
 from .store import Snapshot, Store
 
@@ -90,14 +91,24 @@ def _awaitable(
         bound: Callable[P, T] = getattr(self._service, name)
         return await self._workers.run(bound, *args, **kwargs)
 
-    # The sync method's name, parameters and annotations, for `inspect.signature`, `help()`,
-    # `typing.get_type_hints` and docs generators (`__wrapped__` gives them its module's names).
-    call.__name__ = name
-    call.__qualname__ = f"Async{method.__qualname__}"  # SessionService.get: AsyncSessionService.get
-    call.__doc__ = f"Awaitable `{method.__qualname__}`: {method.__doc__ or ''}"
-    call.__annotations__ = dict(method.__annotations__)
-    call.__wrapped__ = method  # type: ignore[attr-defined]
-    return call
+    return _twin_of(method)(call)
+
+
+def _twin_of(method: Callable[..., object]) -> Callable[[F], F]:
+    """Give an async twin the sync method's name, parameters and annotations, for
+    `inspect.signature`, `help()`, `typing.get_type_hints` and docs generators (`__wrapped__`
+    gives them its module's names)."""
+
+    def decorate(call: F) -> F:
+        call.__name__ = method.__name__
+        # SessionService.get: AsyncSessionService.get
+        call.__qualname__ = f"Async{method.__qualname__}"
+        call.__doc__ = f"Awaitable `{method.__qualname__}`: {method.__doc__ or ''}"
+        call.__annotations__ = dict(method.__annotations__)
+        call.__wrapped__ = method  # type: ignore[attr-defined]
+        return call
+
+    return decorate
 
 
 def _with_doc_of(method: Callable[..., object]) -> Callable[[F], F]:
@@ -131,9 +142,25 @@ class AsyncActivityService(_Service[ActivityService]):
 
 
 class AsyncFaultService(_Service[FaultService]):
-    """`async_store.faults`: `FaultService`, awaitable."""
+    """`async_store.faults`: `FaultService`, awaitable. On PostgreSQL a lone startup fault runs
+    on the event loop itself when nothing else of the process writes (`storage/loop_writes.py`):
+    no worker thread between the task and its one statement."""
 
-    record_startup_fault = _awaitable(FaultService.record_startup_fault)
+    @_twin_of(FaultService.record_startup_fault)
+    async def record_startup_fault(
+        self, session_id: str, message: str, *, uow: WriteContext | None = None
+    ) -> bool:
+        # On PostgreSQL, when nothing else of the process writes, its one statement runs on
+        # the event loop itself, on a connection of the store's own (`storage/loop_writes.py`);
+        # otherwise on a worker, as every call.
+        loop_writes = self._service.loop_writes
+        if uow is None and loop_writes is not None:
+            append, action = self._service.startup_fault(session_id, message)  # checked here
+            if loop_writes.take():
+                return await loop_writes.run(append, action)
+        return await self._workers.run(
+            self._service.record_startup_fault, session_id, message, uow=uow
+        )
 
 
 class AsyncCheckpointService(_Service[CheckpointService]):

@@ -14,6 +14,7 @@ from ..config import StoreOptions
 from ..errors import InvalidRecord, StoreClosed
 from . import bound, driver
 from .engines import create_engine, translate_errors
+from .loop_writes import LoopWrites
 from .protocols import LoneWrite
 from .snapshot import SnapshotTransactions
 from .unit_of_work import LogRead, ReadUnitOfWork, UnitOfWork
@@ -40,6 +41,10 @@ class Database:
         self.write_path.owner = self
         self._pid = os.getpid()
         self._closed = False
+        self.loop_writes: LoopWrites | None = None
+        """PostgreSQL: the lone writes an async store makes on its event loop (`loop_writes`)."""
+        if self.writer.dialect.name == "postgresql":
+            self.loop_writes = LoopWrites(self.writer, options, self.write_path, self.check_open)
 
     @property
     def dialect_name(self) -> str:
@@ -52,6 +57,10 @@ class Database:
         self.write_path.after_commit = listener
 
     def check_followable(self, action: str) -> None:
+        """`StoreClosed` once the store is closed."""
+        self._check_open(action)
+
+    def check_open(self, action: str) -> None:
         """`StoreClosed` once the store is closed."""
         self._check_open(action)
 
@@ -228,6 +237,8 @@ class Database:
         self._forget_parent_after_fork()
         self._closed = True
         self.write_path.close()
+        if self.loop_writes is not None:
+            self.loop_writes.close()
         self.writer.dispose()
         self.reader.dispose()
 

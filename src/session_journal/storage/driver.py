@@ -408,6 +408,43 @@ def lone_cursor(connection: sa.Connection) -> LoneCursor:
     return _PsycopgLoneCursor(dbapi.cursor())
 
 
+class LoopConnection:
+    """PostgreSQL: a psycopg `AsyncConnection` of its own, in autocommit, on which an asyncio
+    event loop runs lone writes without a thread hand-off (`loop_writes.py`): each statement is
+    its own transaction, begun and committed with it in one round trip. Made with the writer
+    engine's connection arguments (`connect`), so it starts as the write path's connections do
+    (the URL's `options`, `statement_timeout`, READ COMMITTED). One cursor, kept with it."""
+
+    __slots__ = ("_connection", "_cursor")
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+        self._cursor = connection.cursor()
+
+    @classmethod
+    async def connect(cls, engine: sa.Engine, connect_args: dict[str, Any]) -> LoopConnection:
+        """A new connection to `engine`'s database (`Dialect.create_connect_args` of its URL,
+        then `connect_args`, as the engine's own connections are made), in autocommit."""
+        psycopg = _psycopg()
+        assert psycopg is not None, "a PostgreSQL engine imported psycopg"
+        _, params = engine.dialect.create_connect_args(engine.url)
+        params.update(connect_args)
+        connection = await psycopg.AsyncConnection.connect(autocommit=True, **params)
+        return cls(connection)
+
+    async def first(self, statement: Prepared, args: tuple[Any, ...]) -> Any:
+        """Run the statement; its first row (`None` if it returned none)."""
+        cursor = self._cursor
+        await cursor.execute(statement.sql, args)
+        return await cursor.fetchone()
+
+    def discard(self) -> None:
+        """Close it at once, without a round trip (libpq's `finish`): after a failure or a
+        cancellation, whose statement may still be running on the server (which ends it), or
+        once the store closed. Never while a statement of it is awaited elsewhere."""
+        self._connection.pgconn.finish()
+
+
 def prepare_for_wakeups(driver_connection: Any) -> None:
     """A driver connection of a wake-up source: every statement commits by itself (sqlite3,
     with its own transaction handling off, does already). On PostgreSQL it also has no

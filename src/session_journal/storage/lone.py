@@ -16,7 +16,9 @@ on what a read in their transaction finds, today `faults.record_startup_fault` (
 if its session exists).
 
 On PostgreSQL a lone append is one statement, a call of the function `session_journal_append_event`
-(revision 0011), sent in autocommit: one round trip. The function keeps every writer's lock order:
+(revision 0011), sent in autocommit: one round trip (an async store sends the same statement
+from its event loop, on a connection of its own: `loop_writes.py`, `run_on_loop`). The function
+keeps every writer's lock order:
 the session row first (`FOR KEY SHARE`: nothing is written and no seq is taken when the session
 is missing; a session locked for update by another writer is waited for, as by the batch path),
 the `event_sequences` row last (taken with the insert and the followers' `NOTIFY`, held to the
@@ -112,10 +114,7 @@ class AppendIfSessionExists:
     def run_alone(self, statements: LoneStatements, cursor: driver.LoneCursor) -> bool:
         """The append by itself, in the transaction the write path began."""
         if statements.postgresql:
-            row = cursor.first(
-                statements.append_call, (self.session_id, self.recorded_at_ms, self.body, True)
-            )
-            return row[0] is not None
+            return cursor.first(statements.append_call, self._call_args())[0] is not None
         taken = cursor.first(statements.take_seq, (self.session_id,))
         if taken is None:  # no such session: no seq taken, nothing written
             return False
@@ -124,3 +123,14 @@ class AppendIfSessionExists:
             (taken[0], self.session_id, self.recorded_at_ms, self.body, True),
         )
         return True
+
+    async def run_on_loop(
+        self, statements: LoneStatements, connection: driver.LoopConnection
+    ) -> bool:
+        """PostgreSQL: the append by itself on an event loop's connection (`loop_writes.py`),
+        the statement `run_alone` sends, in autocommit."""
+        return (await connection.first(statements.append_call, self._call_args()))[0] is not None
+
+    def _call_args(self) -> tuple[str, int, str, bool]:
+        """The arguments of the PostgreSQL function's call."""
+        return (self.session_id, self.recorded_at_ms, self.body, True)

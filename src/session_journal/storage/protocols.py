@@ -418,6 +418,28 @@ class LoneWrite(Protocol[T_co]):
         ...
 
 
+class LoopWrite(Protocol[T_co]):
+    """A lone write that can also run as one statement on an event loop's connection
+    (`loop_writes.py`)."""
+
+    async def run_on_loop(self, statements: Any, connection: Any) -> T_co:
+        """The work by itself: the engine's `lone.LoneStatements`, one statement in autocommit
+        on a `driver.LoopConnection`."""
+        ...
+
+
+class LoopWriter(Protocol):
+    """Where an async store runs lone writes on its event loop (`loop_writes.LoopWrites`)."""
+
+    def take(self) -> bool:
+        """Whether the calling task may run a lone write there now (then `run` it at once)."""
+        ...
+
+    async def run(self, write: LoopWrite[T], action: str) -> T:
+        """Run `write` there; its result once committed."""
+        ...
+
+
 class Transactions(Protocol):
     """What a service needs of a store: the write path and reads. `Database` is one."""
 
@@ -457,6 +479,12 @@ class Transactions(Protocol):
     def writing_in_this_thread(self) -> bool:
         """Whether this thread is inside a write transaction of the store (where waiting for
         the write path would wait forever)."""
+        ...
+
+    @property
+    def loop_writes(self) -> LoopWriter | None:
+        """Where an async store runs lone writes on its event loop (PostgreSQL's
+        `loop_writes.LoopWrites`); `None` where there is none (SQLite, a snapshot)."""
         ...
 
     def check_followable(self, action: str) -> None:

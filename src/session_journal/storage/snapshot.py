@@ -35,6 +35,7 @@ class SnapshotTransactions:
         self._lock = threading.Lock()
         self._ended = False
         self.pid = os.getpid()
+        self.loop_writes = None  # a snapshot writes nothing
         """The process that took the snapshot: its connection is that process's."""
 
     def submit(

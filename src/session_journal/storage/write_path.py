@@ -79,7 +79,7 @@ MAX_QUEUED_CALLS = 4_096
 """Calls waiting beyond this make a caller wait for room (up to the busy timeout)."""
 MAX_DEADLOCK_RETRIES = 3
 """How often a call chosen as a deadlock victim is queued again before its caller gets the
-error (see `_is_deadlock`)."""
+error (see `is_deadlock`)."""
 
 
 class WritePath:
@@ -205,6 +205,13 @@ class WritePath:
                 call.settle(None)
                 with self._mutex:
                     self._hand_over()
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing writes now: no batch running or queued, no unit-of-work block, and
+        the store open (read without the lock: a hint for `loop_writes`, which may then write
+        beside a batch that began meanwhile, as another process's writer would)."""
+        return not (self._leading or self._queue or self._closed)
 
     def queued(self) -> int:
         """How many calls wait for a batch."""
@@ -496,7 +503,7 @@ class WritePath:
             outcome = (_OK, call.fn(uow))
         except BaseException as raised:  # handed to its caller; the batch goes on
             error = _translated(call, raised) if isinstance(raised, Exception) else raised
-            if _is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
+            if is_deadlock(error) and call.retries < MAX_DEADLOCK_RETRIES:
                 call.retries += 1
                 self.retried += 1
                 outcome = (_RETRY, error)
@@ -545,8 +552,8 @@ class WritePath:
                         _discard_connection(connection)
                 if not isinstance(error, Exception):
                     raise
-                translated = _translated_error(action, error)
-                if _is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
+                translated = translated_error(action, error)
+                if is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
                     retries += 1
                     self.retried += 1
                     continue
@@ -681,7 +688,7 @@ def _together(first: Call[Any], calls: list[Call[Any]]) -> list[Call[Any]]:
     return [call for call in calls if call.lone is not None and type(call.lone) is kind]
 
 
-def _is_deadlock(error: BaseException) -> bool:
+def is_deadlock(error: BaseException) -> bool:
     """Whether PostgreSQL chose this call as the victim of a deadlock (or a serialization
     failure). Batches of two processes may lock the same sessions in different orders (each
     call locks in one order, but a batch holds the locks of all its calls); the victim's
@@ -694,10 +701,11 @@ def _is_deadlock(error: BaseException) -> bool:
 def _translated(call: Call[Any], error: Exception) -> Exception:
     """A call's own error as its caller gets it: a driver error becomes a `StorageError` naming
     the call (as `translate_errors` does), anything else is passed on."""
-    return _translated_error(call.action, error)
+    return translated_error(call.action, error)
 
 
-def _translated_error(action: str, error: Exception) -> Exception:
+def translated_error(action: str, error: Exception) -> Exception:
+    """An error of the work of `action` as its caller gets it (see `_translated`)."""
     if isinstance(error, SessionJournalError) or not is_database_error(error):
         return error
     return storage_error(action, error)
