@@ -46,7 +46,6 @@ from .services.faults import FaultService
 from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
-from .storage.protocols import WriteContext
 from .storage.unit_of_work import UnitOfWork
 from .store import Snapshot, Store
 
@@ -146,21 +145,43 @@ class AsyncFaultService(_Service[FaultService]):
     on the event loop itself when nothing else of the process writes (`storage/loop_writes.py`):
     no worker thread between the task and its one statement."""
 
+    def __init__(self, service: FaultService, workers: _Workers) -> None:
+        super().__init__(service, workers)
+        self._on_loop: set[asyncio.Task[Any]] = set()  # lone writes running on a loop
+
     @_twin_of(FaultService.record_startup_fault)
-    async def record_startup_fault(
-        self, session_id: str, message: str, *, uow: WriteContext | None = None
-    ) -> bool:
+    async def record_startup_fault(self, /, *args: Any, **kwargs: Any) -> bool:
         # On PostgreSQL, when nothing else of the process writes, its one statement runs on
         # the event loop itself, on a connection of the store's own (`storage/loop_writes.py`);
         # otherwise on a worker, as every call.
         loop_writes = self._service.loop_writes
-        if uow is None and loop_writes is not None:
-            append, action = self._service.startup_fault(session_id, message)  # checked here
-            if loop_writes.take():
-                return await loop_writes.run(append, action)
-        return await self._workers.run(
-            self._service.record_startup_fault, session_id, message, uow=uow
-        )
+        if loop_writes is not None and not self._workers.closed:
+            try:
+                lone = _lone_arguments(*args, **kwargs)
+            except TypeError:  # a call that does not bind: the sync method says why
+                lone = None
+            if lone is not None:
+                append, action = self._service.startup_fault(*lone)  # checked here
+                started = loop_writes.start(append, action)
+                if started is not None:
+                    self._on_loop.add(started)
+                    started.add_done_callback(self._on_loop.discard)
+                    # Shielded: a caller cancelled leaves the statement to run to its end.
+                    return await asyncio.shield(started)
+        return await self._workers.run(self._service.record_startup_fault, *args, **kwargs)
+
+    async def settled(self) -> None:
+        """Return once the lone writes this service started on the running loop have ended
+        (`AsyncStore.close` waits for them, as for the calls running on workers)."""
+        loop = asyncio.get_running_loop()
+        running = [task for task in self._on_loop if task.get_loop() is loop]
+        if running:
+            await asyncio.wait(running)
+
+
+def _lone_arguments(session_id: Any, message: Any, *, uow: Any = None) -> tuple[Any, Any] | None:
+    """The arguments of a `record_startup_fault` that may run on the loop (without `uow`)."""
+    return (session_id, message) if uow is None else None
 
 
 class AsyncCheckpointService(_Service[CheckpointService]):
@@ -423,6 +444,7 @@ class AsyncStore(_AsyncReads):
         raises `UsageError` and closes nothing."""
         self._workers.shutdown(self._store.close if self._owns else None)
         self.following.close()  # its followers and waits end
+        await self.faults.settled()  # a lone write running on this loop finishes first
         await self._workers.ended()
 
     async def __aenter__(self) -> AsyncStore:

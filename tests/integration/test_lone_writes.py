@@ -496,7 +496,7 @@ def test_a_cancelled_async_lone_append_on_the_short_path_may_still_commit(
     # As a cancelled call already in a batch (test_async_api): once it runs, it is not withdrawn.
     # (On PostgreSQL an async lone append alone runs on the event loop, test_loop_writes: here
     # it is sent to a worker, as one made while the process writes is, to reach the short path.)
-    monkeypatch.setattr(LoopWrites, "take", lambda self: False)
+    monkeypatch.setattr(LoopWrites, "start", lambda self, write, action: None)
     running, finish = threading.Event(), threading.Event()
     original = AppendIfSessionExists.run_alone
 

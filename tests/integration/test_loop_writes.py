@@ -178,31 +178,78 @@ def test_a_session_locked_by_another_writer_holds_up_only_its_own_async_appends(
     asyncio.run(scenario())
 
 
-def test_a_cancelled_async_lone_append_on_the_loop_may_still_commit_and_leaves_no_hole(
+def test_a_cancelled_async_lone_append_on_the_loop_returns_at_once_and_its_statement_runs_on(
     migrated_url: str,
 ) -> None:
+    # As a call running on a worker: its caller is cancelled at once, the statement runs to its
+    # end (here it waits for a session's lock first), commits and wakes the followers.
     async def scenario() -> None:
         async with await AsyncStore.open(migrated_url) as store:
             await store.sessions.save(SessionFactory(id="S"))
             assert await store.faults.record_startup_fault("S", "warm")
             on_loop = loop_writes(store)
+            alone = on_loop.alone
             with raw(migrated_url) as holder:
                 holder.execute("SELECT 1 FROM sessions WHERE session_id = 'S' FOR UPDATE")
                 task = asyncio.create_task(store.faults.record_startup_fault("S", "cancelled"))
                 await wait_for_lock(migrated_url, "session_journal_append_event")
                 task.cancel()
+                started = time.monotonic()
                 with pytest.raises(asyncio.CancelledError):
                     await task
-                assert on_loop._connection is None  # discarded: its state is unknown
+                assert time.monotonic() - started < 0.1
                 holder.rollback()
-            # The server ends the statement when it sees the client gone, or commits it: either
-            # way the seqs stay whole, and the next call connects anew.
+            await store.faults.settled()  # the statement, left to run
+            assert on_loop.alone == alone + 1
+            assert on_loop._connection is not None  # kept: it ended as it should
             assert await store.faults.record_startup_fault("S", "after") is True
-            messages = [event.message for event in bodies(store.sync)]
-            assert messages in (["warm", "after"], ["warm", "cancelled", "after"])
-            assert [row[0] for row in rows(store.sync)] == list(range(1, len(messages) + 1))
+            assert on_loop.alone == alone + 2
+            assert [event.message for event in bodies(store.sync)] == [
+                "warm",
+                "cancelled",
+                "after",
+            ]
+            assert [row[0] for row in rows(store.sync)] == [1, 2, 3]
 
     asyncio.run(scenario())
+
+
+def test_closing_an_async_store_waits_for_its_lone_append_on_the_loop_then_refuses_more(
+    migrated_url: str,
+) -> None:
+    async def scenario(owned: bool) -> None:
+        sync = Store.open(migrated_url)
+        store = await AsyncStore.open(migrated_url) if owned else AsyncStore.from_store(sync)
+        await store.sessions.save(SessionFactory(id=f"S{owned}"))
+        assert await store.faults.record_startup_fault(f"S{owned}", "warm")
+        with raw(migrated_url) as holder:
+            holder.execute(f"SELECT 1 FROM sessions WHERE session_id = 'S{owned}' FOR UPDATE")
+            task = asyncio.create_task(store.faults.record_startup_fault(f"S{owned}", "in flight"))
+            await wait_for_lock(migrated_url, "session_journal_append_event")
+            closing = asyncio.create_task(store.close())
+            await asyncio.sleep(0.2)
+            assert not closing.done()  # it waits for the append, as for a call on a worker
+            with pytest.raises(StoreClosed):  # while it closes, every call is refused
+                await store.faults.record_startup_fault(f"S{owned}", "refused")
+            holder.rollback()
+            assert await asyncio.wait_for(task, 10) is True
+            await asyncio.wait_for(closing, 10)
+        with pytest.raises(StoreClosed):
+            await store.faults.record_startup_fault(f"S{owned}", "refused")
+        if owned:  # the loop's connection was closed (its server process ends soon after)
+            with raw(migrated_url) as watcher:
+                async with asyncio.timeout(10):
+                    while watcher.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                        "AND query LIKE 'SELECT session_journal_append_event(%'"
+                    ).fetchone() != (0,):
+                        await asyncio.sleep(0.01)
+        mine = [row[0] for row in rows(sync) if row[1] == f"S{owned}"]
+        assert len(mine) == 2  # "warm" and "in flight"; nothing refused was written
+        sync.close()
+
+    asyncio.run(scenario(owned=True))
+    asyncio.run(scenario(owned=False))
 
 
 def test_a_deadlock_victim_on_the_loop_runs_again(migrated_url: str) -> None:

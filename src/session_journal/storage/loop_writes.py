@@ -7,10 +7,11 @@ and back to the loop), about 150 µs, a third of a lone append on PostgreSQL. A 
 statements fit in one statement in autocommit (`AppendIfSessionExists`, the function call of
 `lone.py`) needs no transaction held across awaits, so it can run on the loop: `LoopWrites`
 holds one `driver.LoopConnection` per store and runs a lone write there when nobody else
-writes in this process. The async twin asks first (`take`): the write path is idle (no batch
-running or queued, no unit of work) and no other task's lone write is on the loop connection.
-Otherwise the call goes to a worker as before, and joins the write path's next batch, so
-concurrent callers keep group commit.
+writes in this process. The async twin asks it to `start` the write, which it does when the
+write path is idle (no batch running or queued, no unit of work) and no other task's lone write
+is on the loop connection: a task of the loop, which the caller awaits shielded. Otherwise the
+call goes to a worker as before, and joins the write path's next batch, so concurrent callers
+keep group commit.
 
 What holds either way, as on the write path's short path:
 - the call returns once its statement committed; the followers' signal is told then (the
@@ -20,19 +21,22 @@ What holds either way, as on the write path's short path:
   process's is, so neither can deadlock nor stall the other; a deadlock victim runs again, as
   the write path's do (`MAX_DEADLOCK_RETRIES`);
 - a failure discards the connection (the next call connects anew) and raises the error a batch's
-  caller gets (`StorageError`, naming the call); a task cancelled while its statement runs
-  discards it too, and the statement may still commit, as a call a batch took may;
-- a closed store refuses the call (`StoreClosed`) and closes the connection (at once, or when
-  the call in progress ends); in a child process after `fork` the parent's connection is never
-  used nor closed: the calls go to the workers.
+  caller gets (`StorageError`, naming the call); a caller cancelled while its statement runs
+  returns at once and the statement runs to its end (its task is shielded), as a call running
+  on a worker does: its outcome is settled, the connection kept, the followers told;
+- a closed store refuses the call (`StoreClosed`); closing waits for the write in progress
+  (`AsyncStore.close` through `settled`, the store's own close here, unless the write's loop
+  runs in the closing thread) and closes the connection; in a child process after `fork` the
+  parent's connection is never used nor closed: the calls go to the workers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
 
@@ -61,8 +65,10 @@ class LoopWrites:
         self._connect_args = postgresql_connect_args(engine.url, options, "writer")
         self._write_path = write_path
         self._check_open = check_open
-        self._lock = threading.Lock()  # `_busy` and `_closed`, against another thread's close
-        self._busy = False  # a task's lone write has the connection
+        self._lock = threading.Lock()  # `_running` and `_closed`, against another thread's close
+        self._idle = threading.Condition(self._lock)  # told when the write in progress ends
+        # The loop of the write in progress, and the thread it runs in.
+        self._running: tuple[asyncio.AbstractEventLoop, int] | None = None
         self._closed = False
         self._pid = os.getpid()
         self._connection: driver.LoopConnection | None = None
@@ -70,62 +76,79 @@ class LoopWrites:
         self.alone = 0  # lone writes committed on the loop, for tests and benchmarks
         self.retried = 0  # deadlock victims run again
 
-    def take(self) -> bool:
-        """Whether the calling task may run a lone write now (`run`, at once): nothing else
-        writes in this process and the connection is free; it is the task's until `run`
-        returns. `False`: go to a worker."""
+    def start(self, write: LoopWrite[T], action: str) -> asyncio.Task[T] | None:
+        """Start `write` on the loop's connection if nothing else writes in this process and
+        no other task's write is on it: a task of the running loop whose result is the
+        write's (await it shielded: a caller cancelled leaves it to run to its end, as a call
+        running on a worker does). `None`: go to a worker."""
         if not self._write_path.idle or os.getpid() != self._pid:
-            return False
+            return None
         with self._lock:
-            if self._busy or self._closed:
-                return False
-            self._busy = True
-            return True
-
-    async def run(self, write: LoopWrite[T], action: str) -> T:
-        """Run `write` on the loop's connection (taken by `take`); its result once committed,
-        or the error its caller gets (see the module docstring)."""
+            if self._running is not None or self._closed:
+                return None
+            loop = asyncio.get_running_loop()
+            self._running = (loop, threading.get_ident())
         try:
-            self._check_open(action)
-            retries = 0
-            while True:
-                try:
-                    connection = self._connection
-                    if connection is None:
-                        connection = await driver.LoopConnection.connect(
-                            self._engine, self._connect_args
-                        )
-                        self._connection = connection
-                    result = await write.run_on_loop(self._statements, connection)
-                except BaseException as error:
-                    self._discard()
-                    if not isinstance(error, Exception):  # cancelled: it may still commit
-                        raise
-                    translated = translated_error(action, error)
-                    if is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
-                        retries += 1
-                        self.retried += 1
-                        continue
-                    raise translated  # noqa: B904 (`storage_error` chains it to the driver error)
-                self.alone += 1
-                committed = self._write_path.after_commit
-                if committed is not None:
-                    committed()
-                return result
-        finally:
-            with self._lock:
-                self._busy = False
-                closed = self._closed
-            if closed:
+            task = loop.create_task(self._run(write, action))
+            task.add_done_callback(self._ended)
+        except BaseException:
+            self._ended(None)
+            raise
+        return task
+
+    async def _run(self, write: LoopWrite[T], action: str) -> T:
+        """The write on the loop's connection; its result once committed, or the error its
+        caller gets (see the module docstring)."""
+        retries = 0
+        while True:
+            self._check_open(action)  # also before a retry, which may connect anew
+            try:
+                connection = self._connection
+                if connection is None:
+                    connection = await driver.LoopConnection.connect(
+                        self._engine, self._connect_args
+                    )
+                    self._connection = connection
+                result = await write.run_on_loop(self._statements, connection)
+            except BaseException as error:
                 self._discard()
+                if not isinstance(error, Exception):  # the loop is ending: it may still commit
+                    raise
+                translated = translated_error(action, error)
+                if is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
+                    retries += 1
+                    self.retried += 1
+                    continue
+                raise translated  # noqa: B904 (`storage_error` chains it to the driver error)
+            self.alone += 1
+            committed = self._write_path.after_commit
+            if committed is not None:
+                committed()
+            return result
+
+    def _ended(self, task: asyncio.Task[Any] | None) -> None:
+        """The write is over: the connection is free (or, the store closed, closed)."""
+        if task is not None and not task.cancelled():
+            task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it
+        with self._lock:
+            self._running = None
+            self._idle.notify_all()
+            closed = self._closed
+        if closed:
+            self._discard()
 
     def close(self) -> None:
-        """Refuse later calls (`take` is `False`, and the store's own check raises
-        `StoreClosed`) and close the connection, now or as the call in progress ends. In a
-        child after `fork` the parent's connection is left alone."""
+        """Refuse later writes (`start` gives `None`, and the store's own check raises
+        `StoreClosed`), wait for the one in progress (unless its loop runs in this thread, or
+        stopped), and close the connection. In a child after `fork` the parent's connection is
+        left alone."""
         with self._lock:
             self._closed = True
-            busy = self._busy
+            while (running := self._running) is not None and running[0].is_running():
+                if running[1] == threading.get_ident():
+                    break  # its loop is this thread's: it closes the connection as it ends
+                self._idle.wait(0.1)  # (a loop that stops meanwhile is not waited for)
+            busy = self._running is not None
         if not busy:
             self._discard()
 

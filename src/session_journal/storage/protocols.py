@@ -11,6 +11,7 @@ mypy checks that they satisfy these protocols.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
@@ -431,12 +432,9 @@ class LoopWrite(Protocol[T_co]):
 class LoopWriter(Protocol):
     """Where an async store runs lone writes on its event loop (`loop_writes.LoopWrites`)."""
 
-    def take(self) -> bool:
-        """Whether the calling task may run a lone write there now (then `run` it at once)."""
-        ...
-
-    async def run(self, write: LoopWrite[T], action: str) -> T:
-        """Run `write` there; its result once committed."""
+    def start(self, write: LoopWrite[T], action: str) -> asyncio.Task[T] | None:
+        """Start `write` there, as a task of the running loop whose result is the write's, if
+        it may run there now; `None` otherwise (the caller goes to a worker)."""
         ...
 
 
