@@ -25,7 +25,6 @@ from session_journal import (
     Follower,
     InvalidRecord,
     SessionFault,
-    StorageError,
     Store,
     StoreClosed,
     StoreOptions,
@@ -127,37 +126,6 @@ def test_a_commit_of_another_store_wakes_a_waiter(sessions: Store, migrated_url:
         page = sessions.events.wait(after_seq=0, timeout=LONG_S)
         writer.join()
     assert messages(page) == ["from the other store"]
-
-
-def test_the_source_reads_the_window_ahead_of_the_followers_it_wakes(
-    sessions: Store, migrated_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # After another store's commit, the wake-up source reads the window itself (on its own
-    # thread) so that the followers it woke find the commit there. Its first read fails here:
-    # the follower reads the window itself, and the source goes on.
-    sessions.following.watched_signal()  # the source runs from now on
-    source = sessions.following.source
-    assert source is not None
-    source_thread = f"session-journal {source.name}"
-    tail = type(sessions.following.window)
-    readers: list[str] = []
-    original = tail.refresh
-
-    def refresh(self: Any, generation: int) -> None:
-        readers.append(threading.current_thread().name)
-        if readers.count(source_thread) == 1 and readers[-1] == source_thread:
-            raise StorageError("the read ahead failed")
-        original(self, generation)
-
-    monkeypatch.setattr(tail, "refresh", refresh)
-    with Store.open(migrated_url) as other:
-        for message in ("first", "second"):
-            cursor = sessions.events.latest_seq()
-            writer = later(lambda m=message: other.faults.record_startup_fault("a", m))
-            page = sessions.events.wait(after_seq=cursor, timeout=LONG_S)
-            writer.join()
-            assert messages(page) == [message]
-    assert readers.count(source_thread) >= 2  # one read ahead of each commit
 
 
 def test_a_commit_of_another_process_wakes_a_waiter(sessions: Store, migrated_url: str) -> None:

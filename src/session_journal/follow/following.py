@@ -71,12 +71,6 @@ class Following:
         """After a commit of this process: followers read again."""
         self.signal.pulse()
 
-    def _read_ahead(self) -> None:
-        """On the wake-up source's thread, after it pulsed for another process's commit: read
-        the window up to the signal's generation (read first: every commit pulsed until then
-        is in the read), before the woken followers ask for it."""
-        self._window.refresh(self._signal.generation)
-
     @property
     def signal(self) -> CommitSignal:
         """The commit signal, without starting the wake-up source (see `watched_signal`). In a
@@ -99,9 +93,9 @@ class Following:
                 name = self._database.dialect_name
                 connect = self._database.dedicated_connection
                 if name == "sqlite":
-                    self._source = SqliteWatcher(signal, connect, self._read_ahead)
+                    self._source = SqliteWatcher(signal, connect)
                 elif name == "postgresql":
-                    self._source = PostgresListener(signal, connect, self._read_ahead)
+                    self._source = PostgresListener(signal, connect)
                 if self._source is not None:
                     self._source.start()
         return signal

@@ -18,12 +18,6 @@ Sources, one of each per store whatever the number of followers:
   delivers it at commit); stores of other schemas of the same database ignore it. When that
   connection drops, the listener pulses (followers read the log again) and reconnects; until it
   is back, and wherever `LISTEN` cannot be used, it pulses every `FALLBACK_POLL_S` instead.
-
-After a pulse for another process's commit, a source *reads ahead* on its own thread: it reads
-the followers' window up to the signal's generation (`Following` gives it the read), so that
-the tasks woken find the commit there; the event loop's fan-out then needs no worker thread for
-the read, which would wait for the interpreter's lock behind a loop busy writing to its
-streams.
 """
 
 from __future__ import annotations
@@ -171,11 +165,8 @@ class _Source:
 
     name = "source"
 
-    def __init__(self, signal: CommitSignal, read_ahead: Callable[[], None] | None = None) -> None:
+    def __init__(self, signal: CommitSignal) -> None:
         self._signal = signal
-        # Run on this thread right after each pulse for another process's commit: the reading
-        # of the followers' window, so that those woken find the commit there.
-        self._read_ahead = read_ahead
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -207,16 +198,6 @@ class _Source:
     def _run(self) -> None:
         raise NotImplementedError
 
-    def _committed_elsewhere(self) -> None:
-        """Another process committed: pulse, then read ahead (its failure is left to the
-        followers, which read the window themselves when it is behind)."""
-        self._signal.pulse()
-        if self._read_ahead is not None:
-            try:
-                self._read_ahead()
-            except Exception as error:  # the followers' own read reports it
-                _log.debug("%s: reading ahead failed: %s", self.name, error)
-
 
 class SqliteWatcher(_Source):
     """Reads `PRAGMA data_version` on a connection of its own while a follower waits (every
@@ -225,13 +206,8 @@ class SqliteWatcher(_Source):
 
     name = "SQLite watcher"
 
-    def __init__(
-        self,
-        signal: CommitSignal,
-        connect: Callable[[], Any],
-        read_ahead: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(signal, read_ahead)
+    def __init__(self, signal: CommitSignal, connect: Callable[[], Any]) -> None:
+        super().__init__(signal)
         self._connect = connect  # a new sqlite3 connection (autocommit: no read stays open)
 
     def _run(self) -> None:
@@ -247,7 +223,7 @@ class SqliteWatcher(_Source):
                     continue
                 version = self._version(connection)
                 if version != last:
-                    self._committed_elsewhere()
+                    self._signal.pulse()
                     quiet = 0
                 else:
                     quiet += 1
@@ -268,13 +244,8 @@ class PostgresListener(_Source):
 
     name = "PostgreSQL listener"
 
-    def __init__(
-        self,
-        signal: CommitSignal,
-        connect: Callable[[], Any],
-        read_ahead: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(signal, read_ahead)
+    def __init__(self, signal: CommitSignal, connect: Callable[[], Any]) -> None:
+        super().__init__(signal)
         self._connect = connect  # a new psycopg connection (autocommit)
         self._connection: Any = None
         self.connections = 0  # connections made, for tests
@@ -307,7 +278,7 @@ class PostgresListener(_Source):
         while not self._stopping.is_set():
             for notification in connection.notifies(timeout=0.2, stop_after=1):
                 if notification.payload == schema:  # not another schema's store
-                    self._committed_elsewhere()
+                    self._signal.pulse()
 
     def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
