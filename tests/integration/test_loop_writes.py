@@ -331,3 +331,26 @@ def test_a_child_after_fork_never_uses_the_parents_loop_connection(migrated_url:
         # The parent's connection is sound, on another loop too.
         assert append_on_a_view(store, "parent again") == (True, 2)
         assert [event.message for event in bodies(store)] == ["parent", "child", "parent again"]
+
+
+def test_closing_does_not_wait_for_a_loop_write_that_has_not_begun(migrated_url: str) -> None:
+    # The write's task is scheduled, its loop's thread blocked waiting for the close: the close
+    # does not wait for it (the store refuses it when it runs), so neither waits for the other.
+    async def scenario() -> None:
+        with Store.open(migrated_url) as sync:
+            sync.sessions.save(SessionFactory(id="s"))
+            store = AsyncStore.from_store(sync)
+            assert await store.faults.record_startup_fault("s", "warm")
+            task = asyncio.ensure_future(store.faults.record_startup_fault("s", "scheduled"))
+            await asyncio.sleep(0)  # it started its write's task, which has not run yet
+            closer = threading.Thread(target=sync.close)
+            closer.start()
+            closer.join(5)  # the loop's thread waits for the close, as a sync hook might
+            assert not closer.is_alive()
+            with pytest.raises(StoreClosed):
+                await task
+            await store.close()
+        with Store.open(migrated_url) as reopened:
+            assert [event.message for event in bodies(reopened)] == ["warm"]
+
+    asyncio.run(scenario())

@@ -26,8 +26,11 @@ What holds either way, as on the write path's short path:
   on a worker does: its outcome is settled, the connection kept, the followers told;
 - a closed store refuses the call (`StoreClosed`); closing waits for the write in progress
   (`AsyncStore.close` through `settled`, the store's own close here, unless the write's loop
-  runs in the closing thread) and closes the connection; in a child process after `fork` the
-  parent's connection is never used nor closed: the calls go to the workers.
+  runs in the closing thread, is stopped, or has not begun the write, which the store then
+  refuses) and closes the connection; if the event loop itself ends (`asyncio.run` returning
+  cancels what is left) while a write whose caller was cancelled runs, the write is cancelled
+  with it: it may or may not have committed, as its caller was told; in a child process after
+  `fork` the parent's connection is never used nor closed: the calls go to the workers.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class LoopWrites:
         self._idle = threading.Condition(self._lock)  # told when the write in progress ends
         # The loop of the write in progress, and the thread it runs in.
         self._running: tuple[asyncio.AbstractEventLoop, int] | None = None
+        self._sent = False  # the write in progress began (past the store's open check)
         self._closed = False
         self._pid = os.getpid()
         self._connection: driver.LoopConnection | None = None
@@ -102,6 +106,7 @@ class LoopWrites:
         retries = 0
         while True:
             self._check_open(action)  # also before a retry, which may connect anew
+            self._sent = True  # `close` waits for it from now on
             try:
                 connection = self._connection
                 if connection is None:
@@ -131,7 +136,7 @@ class LoopWrites:
         if task is not None and not task.cancelled():
             task.exception()  # retrieved: a caller cancelled meanwhile no longer awaits it
         with self._lock:
-            self._running = None
+            self._running, self._sent = None, False
             self._idle.notify_all()
             closed = self._closed
         if closed:
@@ -145,11 +150,14 @@ class LoopWrites:
         with self._lock:
             self._closed = True
             while (running := self._running) is not None and running[0].is_running():
-                if running[1] == threading.get_ident():
-                    break  # its loop is this thread's: it closes the connection as it ends
+                if running[1] == threading.get_ident() or not self._sent:
+                    # Its loop is this thread's, or its statement is not sent yet (refused
+                    # then): it closes the connection as it ends.
+                    break
                 self._idle.wait(0.1)  # (a loop that stops meanwhile is not waited for)
-            busy = self._running is not None
-        if not busy:
+            running = self._running
+            busy = running is not None and running[0].is_running()
+        if not busy:  # (a stopped loop runs nothing: its write, if it ever resumes, fails)
             self._discard()
 
     def _discard(self) -> None:
