@@ -20,6 +20,7 @@ from session_journal import (
     StoreClosed,
 )
 from session_journal.aio import SWEEP_S, AsyncFollower, AsyncStore
+from session_journal.follow.fanout import PER_WAITER_S, SPACING_S
 from session_journal.follow.wakeups import PostgresListener
 from session_journal.journal.writer import JournalWriter
 from session_journal.storage.unit_of_work import UnitOfWork
@@ -528,6 +529,34 @@ def test_the_fanout_wakes_only_the_registrations_with_something_new(migrated_url
         {"a", "a's faults", "faults", "every event"},
         {"b", "activity", "every event"},
     ]
+
+
+def test_the_fanout_spaces_its_reads_by_what_the_last_one_woke(migrated_url: str) -> None:
+    # A read that woke one of a thousand registrations (followers of a thousand sessions) lets
+    # the next follow at once; one that woke all thousand (streams of the whole log) holds the
+    # next off for 10 ms, so that what commits meanwhile joins one wake-up.
+    async def body(store: AsyncStore) -> list[float]:
+        await store.sessions.save(SessionFactory.build(id="a"))
+        fanout = store.following.fanout()
+        first = fanout.register(ApiEventFilter())  # a first routing wakes every registration
+        await store.faults.record_startup_fault("a", "before")
+        await asyncio.wait_for(first, LONG_S)
+        fanout.unregister(ApiEventFilter(), first)
+        spacings = []
+        for filters in (
+            [ApiEventFilter(session_id=f"s{n}") for n in range(999)]
+            + [ApiEventFilter(session_id="a")],
+            [ApiEventFilter()] * 1000,
+        ):
+            waiters = [fanout.register(wanted) for wanted in filters]
+            await store.faults.record_startup_fault("a", "new")
+            await asyncio.wait_for(waiters[-1], LONG_S)
+            spacings.append(fanout.spacing())  # the next read needs a worker: not yet made
+            for wanted, waiter in zip(filters, waiters, strict=True):
+                fanout.unregister(wanted, waiter)
+        return spacings
+
+    assert scenario(migrated_url, body) == [PER_WAITER_S, SPACING_S]
 
 
 def test_the_fanout_hears_other_stores_commits_with_no_follower(migrated_url: str) -> None:

@@ -9,7 +9,8 @@ tasks, whatever their number. Two kinds of waits:
   one session, a stream of the HTTP feed). On each move the loop reads the window once (on a
   worker, `refresh`) and wakes only the registrations with something new in it: a thousand
   streams of a thousand sessions cost one wake-up per event, not a thousand. Under load the
-  reads are spaced (`spacing`), so that what commits meanwhile joins one wake-up.
+  reads are spaced by what the last one woke (`spacing`), so that what commits meanwhile joins
+  one wake-up.
 
 A woken task reads the one window (`window`: immutable, so no lock) and falls back to the
 database when the window cannot answer (`_Window.answer` gives `None`).
@@ -38,10 +39,13 @@ read (`None`: woken otherwise: the signal moved or closed, or the waiter's owner
 WAKE_CHUNK = 64
 """How many waiting tasks one turn of the event loop wakes (the others in the next turns)."""
 SPACING_S = 0.01
-"""Under load, reads of the window for the registrations are at least `len(registrations) *
-PER_WAITER_S` apart, and at most this far: each woken task takes all that is new at once."""
+"""Under load, reads of the window for the registrations are at least `PER_WAITER_S` times the
+registrations the last read woke apart, and at most this far: each woken task takes all that is
+new at once. A thousand streams that each read wake up costs a thousand writes, spaced 10 ms;
+a thousand followers of a thousand sessions, of which each read wakes one, are not held up."""
 PER_WAITER_S = 10e-6
-"""How much the spacing grows with each registration (within `SPACING_S`)."""
+"""How much the spacing grows with each registration the last read woke (within
+`SPACING_S`)."""
 
 
 class Runner(Protocol):
@@ -82,6 +86,7 @@ class Fanout:
         self._routed: int | None = None  # the window's `covered` when registrations last woke
         self._routed_floor = 0  # and its floor of the pruned log
         self._routed_at = 0.0  # and when
+        self._woken = 0  # how many registrations that read woke
         self._routing: asyncio.Task[None] | None = None
         self._route_again = False
         self._refreshing: tuple[int, asyncio.Task[None]] | None = None
@@ -98,6 +103,12 @@ class Fanout:
     def registered(self) -> int:
         """How many registrations wait now."""
         return self._registered
+
+    def spacing(self) -> float:
+        """How long after the last read of the window for the registrations the next one
+        waits at least: `PER_WAITER_S` for each registration that read woke, `SPACING_S` at
+        most (see `SPACING_S`)."""
+        return min(SPACING_S, self._woken * PER_WAITER_S)
 
     def _told(self) -> None:  # any thread, with the signal's lock held
         loop = self._loop()
@@ -187,8 +198,7 @@ class Fanout:
         events in it; again while the signal moved meanwhile, spaced under load."""
         try:
             while True:
-                spacing = min(SPACING_S, self.registered() * PER_WAITER_S)
-                wait = self._routed_at + spacing - time.monotonic()
+                wait = self._routed_at + self.spacing() - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)  # what commits meanwhile joins this wake-up
                 self._route_again = False
@@ -202,7 +212,9 @@ class Fanout:
                 # Each woken task reads at the generation of this window (a window that is never
                 # read, `follow_window_events=0`, has none: the task reads the database).
                 generation = window.generation if window.filled else None
-                self._release(self._admitting(new), generation)
+                woken = self._admitting(new)
+                self._woken = len(woken)
+                self._release(woken, generation)
                 if not self._route_again:
                     return
         except Exception as error:  # a failed read: every registration raises it
