@@ -15,7 +15,7 @@ import pytest
 from session_journal import ApiEventFilter
 from session_journal.follow import Window
 from session_journal.web import WebSettings
-from session_journal.web._streams import WRITE_BYTES, _Hub, _Stream, event_frame
+from session_journal.web._streams import JOINED_BYTES, WRITE_BYTES, _Hub, _Stream, event_frame
 from tests.web.client import ADMIN
 
 
@@ -77,10 +77,19 @@ def test_a_stream_far_behind_takes_the_frames_one_write_at_a_time(
     stream = _Stream(principal=Any, event_filter=event_filter, cursor=0)  # type: ignore[arg-type]
     streams_hub = hub()
     turns = drain(streams_hub, window, stream)
-    # Only writes that reach the window's end are kept to share: a stream behind never
-    # leaves its writes behind it.
-    assert all(after == 300 for _, after, _ in streams_hub._joined.values())
-    assert len(streams_hub._joined) <= 2  # the last write, and the empty one at the end
+    # The writes of a stream without a filter are kept for the streams that follow it through
+    # the same window (a reconnect storm), `JOINED_BYTES` of them at most, counted exactly.
+    kept = [write for write, _, _ in streams_hub._joined.values()]
+    assert streams_hub.joined_bytes() == sum(map(len, kept)) <= JOINED_BYTES
+    if event_filter == ApiEventFilter():
+        # Every write while they fit (the empty one at the end too), else until the bound.
+        full = streams_hub.joined_bytes() > JOINED_BYTES - WRITE_BYTES
+        assert len(kept) == len(turns) + 1 if text == "x" * 1000 else full
+        follower = _Stream(principal=Any, event_filter=event_filter, cursor=0)  # type: ignore[arg-type]
+        first = asyncio.run(streams_hub.frames_after(follower, window))
+        assert first is not None and first[0][0] is kept[0]  # the same write, not a copy
+    else:
+        assert not kept  # a filtered stream's writes are its own
     assert [seq for turn in turns for seq in turn] == expected
     frame = len(event_frame(1, window.rows[0][2].encode()))
     per_write = max(1, WRITE_BYTES // frame)

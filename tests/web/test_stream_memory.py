@@ -1,7 +1,8 @@
 """What following the log holds for the streams, counted in bytes as encoded: the store's
 window holds at most `follow_window_bytes` of its events' JSON in UTF-8, and the app at most
 `FRAME_BYTES` of frames as sent (a frame escapes non-ASCII text: six bytes for 漢, twelve for
-😀), 16 MiB in all by default, whatever the text; both counts are exact."""
+😀) and `JOINED_BYTES` of the writes streams share, 16 MiB in all by default, whatever the
+text; the counts are exact."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from session_journal import Store, StoreOptions
 from session_journal.web import WebSettings, create_app
-from session_journal.web._streams import FRAME_BYTES
+from session_journal.web._streams import FRAME_BYTES, JOINED_BYTES
 from tests.factories import SessionFactory
 from tests.web.client import TOKENS, ThreadServer
 from tests.web.test_stream_settings import Reader
@@ -31,7 +32,7 @@ def body_of(message: str) -> str:
 
 def test_the_window_and_the_frames_hold_at_most_16_mib_as_encoded(migrated_url: str) -> None:
     with Store.open(migrated_url) as store:
-        assert StoreOptions().follow_window_bytes + FRAME_BYTES == 16 * MIB
+        assert StoreOptions().follow_window_bytes + FRAME_BYTES + JOINED_BYTES == 16 * MIB
         store.sessions.save(SessionFactory.build(id="s-1"))
         # 300 events of each kind, in turn, of 10,000 characters: 3 MB of ASCII, 9 MB of CJK
         # and 12 MB of emoji as UTF-8; as frames, ASCII the same, CJK and emoji twice and three
@@ -56,12 +57,14 @@ def test_the_window_and_the_frames_hold_at_most_16_mib_as_encoded(migrated_url: 
             window = store.following.window.snapshot()
             frames = app.state.session_journal_hub.frames
             held = frames.held()
+            joined = app.state.session_journal_hub.joined_bytes()
         # The counts are the bytes as encoded, exactly.
         assert window.size == sum(len(row[2].encode()) for row in window.rows)
         assert frames.size == sum(map(len, held))
         # Both bounds were reached and held: the newest events of each kind, the oldest gone.
         assert 7 * MIB < window.size <= StoreOptions().follow_window_bytes
-        assert 7 * MIB < frames.size <= FRAME_BYTES
+        assert 6 * MIB < frames.size <= FRAME_BYTES
+        assert 0 < joined <= JOINED_BYTES  # the writes the stream made were shared
         assert {text for row in window.rows for text in TEXTS if text * 10 in row[2]} == set(TEXTS)
         assert max(map(len, held)) > 12 * 10_000  # an emoji frame, counted escaped
-        assert window.size + frames.size <= 16 * MIB
+        assert window.size + frames.size + joined <= 16 * MIB

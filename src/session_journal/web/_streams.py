@@ -37,6 +37,7 @@ from session_journal import ApiEventFilter, CursorExpired, SessionJournalError
 from session_journal.aio import AsyncStore
 from session_journal.follow import Fanout, Row, Waiter, Window, encoded_size
 
+from ._eager import send_now
 from ._guard import Principal
 from ._problems import Problem, Receive, Scope, Send
 from ._query import Query, digits, visible_session
@@ -53,9 +54,13 @@ WINDOW_PRELOAD = 2_000
 serves streams (clients reconnecting from a little way back are served from memory)."""
 WINDOW_PAGE = 200
 """The most events a stream takes of the window at one turn (fewer when large: `WRITE_BYTES`)."""
-FRAME_BYTES = 8 * 1024 * 1024
-"""The most bytes of frames the hub keeps (`_Frames`); with the store's window, whose texts
-take at most `StoreOptions.follow_window_bytes` (8 MiB by default), 16 MiB in all."""
+FRAME_BYTES = 7 * 1024 * 1024
+"""The most bytes of frames the hub keeps (`_Frames`); with the writes it shares
+(`JOINED_BYTES`) and the store's window, whose texts take at most
+`StoreOptions.follow_window_bytes` (8 MiB by default), 16 MiB in all."""
+JOINED_BYTES = 1024 * 1024
+"""The most bytes of the writes that streams without a filter at one cursor share, kept for one
+window (each write at most `WRITE_BYTES`)."""
 PAGE = 1000
 """The most events per read of the database for a stream that is behind..."""
 FIRST_PAGE = 10
@@ -120,6 +125,10 @@ class _Stream:
     due: float = math.inf  # when it must send without an event (heartbeat, progress, rotation)
     sending_since: float = 0.0  # when its send in progress began (0: none)
     task: asyncio.Task[Any] | None = None  # what serves it (cancelled by a send timeout)
+    send: Send | None = None  # its ASGI `send`, once its response started
+    last_sent: float = 0.0  # when it last wrote
+    rotate_at: float = math.inf  # when it must end with `rotate`
+    pending: asyncio.Future[None] | None = None  # a write of the hub's that had to wait
     every_event: bool = field(init=False)  # no filter: it shares writes with its cursor's
 
     def __post_init__(self) -> None:
@@ -227,6 +236,10 @@ class _Hub:
         # Streams without a filter at one cursor share one write, made once per window.
         self._joined: dict[int, tuple[bytes, int, int]] = {}
         self._joined_window: Window | None = None
+        self._joined_bytes = 0
+        # Streams without a filter at the window's end, left to the hub's delivery (`park`).
+        self._parked: set[_Stream] = set()
+        self._delivering: asyncio.Task[None] | None = None
 
     async def start(self) -> Fanout:
         """The loop's `Fanout`, the window read first with the last `WINDOW_PRELOAD` events
@@ -258,11 +271,13 @@ class _Hub:
         self.fanout = following.fanout()
 
     def stop(self) -> None:
-        """Stop the ticker (the streams' loop is gone or the app stops)."""
+        """Stop the ticker and the delivery (the streams' loop is gone or the app stops)."""
         ticker, self._ticker = self._ticker, None
-        if ticker is not None and not ticker.done() and self._loop is not None:
-            with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
-                self._loop.call_soon_threadsafe(ticker.cancel)
+        delivering, self._delivering = self._delivering, None
+        for task in (ticker, delivering):
+            if task is not None and not task.done() and self._loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop is closed: nothing runs it
+                    self._loop.call_soon_threadsafe(task.cancel)
 
     @property
     def store_closed(self) -> bool:
@@ -298,7 +313,7 @@ class _Hub:
         shared = stream.every_event
         if shared:
             if self._joined_window is not window:
-                self._joined, self._joined_window = {}, window
+                self._joined, self._joined_window, self._joined_bytes = {}, window, 0
             joined = self._joined.get(cursor)
             if joined is not None:
                 return ([joined[0]] if joined[0] else []), joined[1], joined[2]
@@ -316,13 +331,112 @@ class _Hub:
         if kept < len(frames):
             frames, rows, after = frames[:kept], rows[:kept], rows[kept - 1][0]
         last = rows[-1][0] if rows else cursor
-        # Shared only at the window's end, where streams gather (one write each at most): a
-        # stream behind takes its own turns, so the writes kept stay few.
-        if shared and self._joined_window is window and after >= window.hi:
+        # Kept for the other streams at this cursor until the window moves, `JOINED_BYTES`
+        # at most: streams gather at the window's end, and streams that reconnect at once from
+        # one cursor go through the window in step.
+        if shared and self._joined_window is window:
             write = b"".join(frames)
-            self._joined[cursor] = (write, after, last)
+            if self._joined_bytes + len(write) <= JOINED_BYTES:
+                self._joined[cursor] = (write, after, last)
+                self._joined_bytes += len(write)
             return ([write] if write else []), after, last
         return frames, after, last
+
+    def joined_bytes(self) -> int:
+        """The bytes of the shared writes kept now (`JOINED_BYTES` at most)."""
+        return self._joined_bytes
+
+    def park(self, stream: _Stream, window: Window) -> Waiter | None:
+        """Leave `stream` to the hub's delivery until its task must run again: it has no
+        filter, read `window` to its end and has nothing to send. What the stream's task awaits
+        (`stream.waker`: set when it must run, by the delivery, its close or the ticker);
+        `None` when the window moved since it read it (the stream reads it again)."""
+        fanout = self.fanout
+        if fanout is None or fanout.window is not window or self.store_closed:
+            return None
+        loop = asyncio.get_running_loop()
+        waiter: Waiter = loop.create_future()
+        stream.waker = waiter
+        self._parked.add(stream)
+        if self._delivering is None or self._delivering.done():
+            self._delivering = loop.create_task(
+                self._deliver(fanout), name="session-journal web delivery"
+            )
+        return waiter
+
+    def unpark(self, stream: _Stream) -> None:
+        """`stream`'s task runs again (see `park`)."""
+        self._parked.discard(stream)
+        stream.wake()
+
+    async def _deliver(self, fanout: Fanout) -> None:
+        """While streams are parked: one registration with the loop's `Fanout` for all of
+        them, and at each wake-up their writes, made by this task (`_deliver_window`)."""
+        every = ApiEventFilter()
+        failed: SessionJournalError | None = None
+        try:
+            while self._parked and not self.store_closed:
+                waiter = fanout.register(every)  # before the read: no commit goes unnoticed
+                try:
+                    await self._deliver_window(fanout.window)
+                    if self._parked:
+                        await waiter
+                finally:
+                    fanout.unregister(every, waiter)
+                    if waiter.done() and not waiter.cancelled():
+                        waiter.exception()  # seen: the streams are told below
+        except SessionJournalError as error:  # the read of the window failed
+            failed = error
+        finally:
+            parked, self._parked = self._parked, set()
+            for stream in parked:  # each runs itself (and sees why)
+                waker = stream.waker
+                if failed is not None and waker is not None and not waker.done():
+                    waker.set_exception(failed)
+                stream.wake()
+
+    async def _deliver_window(self, window: Window) -> None:
+        """Write to each parked stream what it takes of `window` (one shared write per cursor,
+        `frames_after`), in this task's step: a stream whose write must wait for its client,
+        that has more to take or that the window cannot answer leaves the hub's care (its task
+        runs)."""
+        by_cursor: dict[int, _Stream] = {}
+        for stream in self._parked:
+            by_cursor.setdefault(stream.cursor, stream)
+        writes: dict[int, tuple[list[bytes], int, int] | None] = {}
+        for cursor, stream in by_cursor.items():
+            writes[cursor] = await self.frames_after(stream, window)
+        heartbeat = self.settings.heartbeat_s
+        for stream in list(self._parked):
+            waker, send = stream.waker, stream.send
+            if waker is None or waker.done() or stream.closing is not None or send is None:
+                self._parked.discard(stream)  # its task runs already
+                continue
+            if stream.cursor not in writes:
+                continue  # parked meanwhile, with a later window: at the next wake-up
+            taken = writes[stream.cursor]
+            if taken is None:
+                self.unpark(stream)  # its task reads the database
+                continue
+            frames, stream.cursor, _ = taken
+            if frames:
+                now = time.monotonic()
+                stream.last_sent = now
+                stream.due = min(now + heartbeat, stream.rotate_at)
+                body = frames[0] if len(frames) == 1 else b"".join(frames)  # one write
+                try:
+                    pending = send_now(
+                        send({"type": "http.response.body", "body": body, "more_body": True})
+                    )
+                except Exception as error:  # the stream's task raises it, as its send would
+                    pending = asyncio.get_running_loop().create_future()
+                    pending.set_exception(error)
+                if pending is not None:  # the client is slow to take it: its task waits
+                    stream.pending, stream.sending_since = pending, now  # (the send timeout)
+                    self.unpark(stream)
+                    continue
+            if stream.cursor < window.hi:  # more to take: its own turns
+                self.unpark(stream)
 
     def status(self) -> dict[str, object]:
         """What `/api/status` shows of the streams."""
@@ -505,19 +619,23 @@ class StreamRoute:
         fanout = await hub.start()
         filtered = not stream.every_event
         lifetime = settings.stream_lifetime_s * random.uniform(0.9, 1.1)
-        rotate_at = stream.opened + lifetime
+        stream.rotate_at = stream.opened + lifetime
+        stream.send = send
         parts: list[bytes] = [opening]
         # A filtered stream's last id sent (an event's or a progress frame's): the client has
         # everything through the cursor it came with, so a progress frame goes above it.
         sent_cursor = backlog.last_seq(stream.cursor)
         stream.cursor = max(stream.cursor, scanned)
-        last_sent = time.monotonic()
-        last_progress = last_sent - PROGRESS_S  # the first may go at once
+        stream.last_sent = time.monotonic()
+        last_progress = stream.last_sent - PROGRESS_S  # the first may go at once
         waiter: Waiter | None = None
         verified = False  # whether the window answers for what committed before the stream
         window_failed = False  # the last wake-up was a failed read of the window
         try:
             while True:
+                if stream.pending is not None:  # a write of the hub's that had to wait
+                    await stream.pending  # its error is the stream's, as its send's
+                    stream.pending, stream.sending_since = None, 0.0
                 if stream.closing is None and hub.store_closed:
                     stream.closing = "store_closed"
                 if stream.closing is not None:
@@ -528,11 +646,11 @@ class StreamRoute:
                             await self._send(send, stream, [*parts, _control("shutdown", {})])
                     return stream.closing
                 if parts or backlog.texts:
-                    last_sent = time.monotonic()
+                    stream.last_sent = time.monotonic()
                     await self._send(send, stream, parts, backlog)
                     parts = []
                 now = time.monotonic()
-                if now >= rotate_at:
+                if now >= stream.rotate_at:
                     await self._send(send, stream, [_control("rotate", {})])
                     return "rotate"
                 if waiter is None or waiter.done():  # registered before the read below
@@ -541,12 +659,13 @@ class StreamRoute:
                         if not waiter.cancelled() and waiter.exception() is not None:
                             window_failed = True  # a read of the window failed meanwhile
                     waiter = stream.waker = fanout.register(stream.event_filter)
-                taken = None
+                taken, read = None, None
                 if hub.serves(stream) and not window_failed:
                     if not verified:  # other processes' deletes and prunes, before a read
                         await fanout.verify()
                         verified = True
-                    taken = await hub.frames_after(stream, fanout.window)
+                    read = fanout.window
+                    taken = await hub.frames_after(stream, read)
                 window_failed = False
                 if taken is None:
                     limit = backlog.next_limit()
@@ -584,7 +703,7 @@ class StreamRoute:
                     parts = [_control("progress", progress, seq=stream.cursor)]
                     sent_cursor, last_progress = stream.cursor, now
                     continue
-                due = min(last_sent + settings.heartbeat_s, rotate_at)
+                due = min(stream.last_sent + settings.heartbeat_s, stream.rotate_at)
                 if filtered and stream.cursor > sent_cursor:
                     due = min(due, last_progress + PROGRESS_S)
                 if due <= time.monotonic():
@@ -594,12 +713,31 @@ class StreamRoute:
                 stream.due = due  # the hub's ticker wakes it then, if nothing does before
                 if stream.closing is not None or hub.store_closed:
                     continue  # told while it sent or read: its waiter may be spent already
+                parked = False
+                if taken is not None and read is not None and stream.every_event:
+                    # At the end of the window it read: the hub writes what comes next to it
+                    # and to the other streams parked, without a turn of this task each.
+                    park = hub.park(stream, read)
+                    if park is None:
+                        continue  # the window moved since it read it: it reads it again
+                    fanout.unregister(stream.event_filter, waiter)  # the hub's stands for it
+                    waiter, parked = park, True
                 try:
                     await waiter
                 except SessionJournalError as error:  # the read of the window failed
                     LOG.warning("reading the streams' window failed (%s)", error)
                     window_failed = True  # the database answers this time
+                finally:
+                    if parked:  # its task runs: registered again before its next read
+                        hub.unpark(stream)
+                        waiter = None
         finally:
+            hub.unpark(stream)
+            pending, stream.pending = stream.pending, None
+            if pending is not None and not pending.done():  # cancelled before it awaited it
+                pending.cancel()
+            elif pending is not None and not pending.cancelled():
+                pending.exception()  # its error, if any, ended the stream already: seen
             if waiter is not None:
                 fanout.unregister(stream.event_filter, waiter)
                 if waiter.done() and not waiter.cancelled():

@@ -1,0 +1,60 @@
+"""The seam where the hub writes to a stream without a turn of the stream's own task: an ASGI
+`send` begun at once, in the caller's step of the event loop.
+
+A thousand streams at the frontier take the same write at each wake-up. Waking each stream's
+task to make it costs a future, a callback, a task step and a pass of the stream's loop per
+stream; the write itself, an ASGI server's `send` of a body, almost never waits (it waits only
+while the client is slow to take what it was sent: the transport's buffer is full). So the hub
+runs the `send` awaitable's first step itself, with the awaitable protocol (`__await__`,
+`send`, `throw`): done there, nothing else runs; waiting, the rest of the same awaitable goes
+to a task of its own (`_Rest`) that resumes it exactly where it stopped, on the future it waits
+on, and the stream's task awaits that task before it writes again. This is what Python 3.12's
+eager tasks do; it is written out here because the package supports 3.11.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Generator
+from typing import Any
+
+
+def send_now(send_awaitable: Awaitable[None]) -> asyncio.Future[None] | None:
+    """Run `send_awaitable` (an ASGI `send(message)` not yet awaited) in the caller's step of
+    the loop: `None` when it completed there; else a task that completes it (its error, if it
+    fails, is the task's). An error of the first step is raised here."""
+    steps = send_awaitable.__await__()
+    try:
+        waits_on = steps.send(None)
+    except StopIteration:
+        return None
+    return asyncio.ensure_future(_Rest(steps, waits_on))
+
+
+class _Rest:
+    """The rest of an awaitable whose first step ran already and yielded `waits_on` (what it
+    waits on: a future, as a task expects of a step, or `None` to be run again at once)."""
+
+    def __init__(self, steps: Generator[Any, Any, None], waits_on: Any) -> None:
+        self._steps = steps
+        self._waits_on = waits_on
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        steps, waits_on = self._steps, self._waits_on
+        self._waits_on = None  # the task holds it now
+        while True:
+            try:
+                sent = yield waits_on
+            except GeneratorExit:
+                steps.close()
+                raise
+            except BaseException as error:  # cancelled, say: the awaitable is told
+                try:
+                    waits_on = steps.throw(error)
+                except StopIteration:
+                    return
+                continue
+            try:
+                waits_on = steps.send(sent)
+            except StopIteration:
+                return
