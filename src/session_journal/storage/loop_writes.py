@@ -48,7 +48,7 @@ from . import driver
 from .engines import postgresql_connect_args
 from .lone import LoneStatements
 from .protocols import LoopWrite
-from .write_path import MAX_DEADLOCK_RETRIES, WritePath, is_deadlock, translated_error
+from .write_path import WritePath, retry_or_raise
 
 T = TypeVar("T")
 
@@ -115,16 +115,12 @@ class LoopWrites:
                     )
                     self._connection = connection
                 result = await write.run_on_loop(self._statements, connection)
-            except BaseException as error:
+            except BaseException as error:  # (cancelled: the loop is ending, it may commit)
                 self._discard()
-                if not isinstance(error, Exception):  # the loop is ending: it may still commit
-                    raise
-                translated = translated_error(action, error)
-                if is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
-                    retries += 1
-                    self.retried += 1
-                    continue
-                raise translated  # noqa: B904 (`storage_error` chains it to the driver error)
+                retry_or_raise(action, error, retries)
+                retries += 1
+                self.retried += 1
+                continue
             self.alone += 1
             committed = self._write_path.after_commit
             if committed is not None:

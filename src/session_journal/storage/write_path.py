@@ -550,14 +550,10 @@ class WritePath:
                     self._forget_lone_cursor()
                     if connection is not None:
                         _discard_connection(connection)
-                if not isinstance(error, Exception):
-                    raise
-                translated = translated_error(action, error)
-                if is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
-                    retries += 1
-                    self.retried += 1
-                    continue
-                raise translated  # noqa: B904 (`storage_error` chains it to the driver error)
+                retry_or_raise(action, error, retries)
+                retries += 1
+                self.retried += 1
+                continue
             finally:
                 if committed:
                     assert connection is not None
@@ -696,6 +692,19 @@ def is_deadlock(error: BaseException) -> bool:
     queued again for the next batch instead of failing its caller: it did nothing wrong."""
     cause = error.__cause__
     return cause is not None and is_conflict(cause)
+
+
+def retry_or_raise(action: str, error: BaseException, retries: int) -> None:
+    """After a lone write of `action` failed with `error` (its connection discarded): return
+    when it runs again, a deadlock victim (`is_deadlock`) retried fewer than
+    `MAX_DEADLOCK_RETRIES` times so far; else raise what its caller gets (`translated_error`;
+    anything but an `Exception`, a cancellation say, as it is)."""
+    if not isinstance(error, Exception):
+        raise error
+    translated = translated_error(action, error)
+    if is_deadlock(translated) and retries < MAX_DEADLOCK_RETRIES:
+        return
+    raise translated  # (`storage_error` chains it to the driver error)
 
 
 def _translated(call: Call[Any], error: Exception) -> Exception:
