@@ -1,12 +1,14 @@
 """Streams without a filter at the window's end are parked with the hub, which writes what
 comes next to each of them without a turn of its task: every event once and in order; a client
 slow to take its write does not hold up the others, its own task takes the write over and it
-gets everything in order once it reads again; it is parked again afterwards. On both backends,
-the app called as an ASGI server calls it."""
+gets everything in order once it reads again; it is parked again afterwards. The hub's one
+registration with the loop's `Fanout` ends with its last parked stream, commits or not. On both
+backends, the app called as an ASGI server calls it."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 import time
 from typing import Any
@@ -104,5 +106,82 @@ def test_parked_streams_are_written_by_the_hub_and_a_slow_one_holds_up_nobody(
             client.gone.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
         await shutdown_streams(app)
+
+    asyncio.run(scenario())
+
+
+def test_the_hub_s_registration_ends_with_its_last_parked_stream(store: Store) -> None:
+    served = controller(store)
+    app = create_app(served, WebSettings(tokens=TOKENS))
+    hub = app.state.session_journal_hub
+
+    async def scenario() -> None:
+        clients = [Client(), Client()]
+        tasks = [
+            asyncio.create_task(app(request(), client.receive, client.send)) for client in clients
+        ]
+        await until(lambda: len(hub._parked) == 2, "both parked")
+        fanout = hub.fanout
+        assert fanout.registered() == 1  # the hub's, for both
+        for client in clients:
+            client.gone.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        # No commit comes: the delivery ends as its last stream leaves.
+        await until(lambda: fanout.registered() == 0, "the hub's registration ended")
+        assert hub._delivering is None or hub._delivering.done()
+        assert fanout.signal.waiting() == 0
+        await shutdown_streams(app)
+
+    asyncio.run(scenario())
+
+
+REQUEST_ID = contextvars.ContextVar[str]("REQUEST_ID", default="none")
+
+
+def test_a_host_s_send_wrapper_sees_its_stream_s_context_slow_client_or_not(
+    store: Store,
+) -> None:
+    """The feed mounted behind middleware that sets a context variable per request and one
+    per send, reset after the send (as tracing does): each send, the hub's included, sees its
+    own request's value, and the slow client's stream goes on once the client reads."""
+    served = controller(store)
+    inner = create_app(served, WebSettings(tokens=TOKENS))
+    hub = inner.state.session_journal_hub
+    seen: list[tuple[str, str]] = []
+    sending = contextvars.ContextVar[str]("sending", default="no")
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        REQUEST_ID.set(scope["client"][0])
+
+        async def wrapped(message: dict[str, Any]) -> None:
+            token = sending.set("yes")
+            try:
+                seen.append((REQUEST_ID.get(), scope["client"][0]))
+                await send(message)
+            finally:
+                sending.reset(token)  # raises ValueError in another context
+
+        await inner(scope, receive, wrapped)
+
+    async def scenario() -> None:
+        slow, fast = Client(), Client()
+        tasks = [
+            asyncio.create_task(app({**request(), "client": (name, 1)}, c.receive, c.send))
+            for name, c in (("slow", slow), ("fast", fast))
+        ]
+        await until(lambda: len(hub._parked) == 2, "both parked")
+        slow.open.clear()
+        first = await asyncio.to_thread(served.faults.record_startup_fault, "s-1", fault())
+        assert first
+        await until(lambda: len(fast.seqs()) == 1, "the fast one has it")
+        slow.open.set()
+        await until(lambda: slow.seqs() == fast.seqs(), "the slow one has it")
+        await until(lambda: len(hub._parked) == 2, "both parked again")
+        assert not any(task.done() for task in tasks)
+        assert seen and all(request_id == client for request_id, client in seen)
+        for client in (slow, fast):
+            client.gone.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        await shutdown_streams(inner)
 
     asyncio.run(scenario())

@@ -131,3 +131,23 @@ def test_a_stream_below_the_window_or_the_floor_reads_the_database() -> None:
         assert asyncio.run(streams_hub.frames_after(stream, each)) is None
     workspace = _Stream(principal=Any, event_filter=ApiEventFilter(workspace_id="w"), cursor=6)  # type: ignore[arg-type]
     assert asyncio.run(streams_hub.frames_after(workspace, window)) is None
+
+
+def test_streams_asking_at_once_share_one_write_counted_once() -> None:
+    """Streams at one cursor that ask while the first one's frames are redacted off the loop
+    (a reconnect storm of events that may hold secrets) get one write, counted once."""
+    streams_hub = _Hub(store=Any, settings=WebSettings(tokens={ADMIN: None}))  # type: ignore[arg-type]
+    window = window_of(10, "password=hunter2 " * 10)
+    streams = [
+        _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
+        for _ in range(5)
+    ]
+
+    async def all_at_once() -> list[Any]:
+        return await asyncio.gather(*(streams_hub.frames_after(s, window) for s in streams))
+
+    taken = asyncio.run(all_at_once())
+    writes = [frames[0] for frames, _, _ in taken]
+    assert all(write is writes[0] for write in writes)
+    assert b"hunter2" not in writes[0] and b"[REDACTED]" in writes[0]
+    assert streams_hub.joined_bytes() == len(writes[0])

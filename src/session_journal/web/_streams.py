@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import math
@@ -125,7 +126,8 @@ class _Stream:
     due: float = math.inf  # when it must send without an event (heartbeat, progress, rotation)
     sending_since: float = 0.0  # when its send in progress began (0: none)
     task: asyncio.Task[Any] | None = None  # what serves it (cancelled by a send timeout)
-    send: Send | None = None  # its ASGI `send`, once its response started
+    send: Send | None = None  # its ASGI `send`, once its response started...
+    context: contextvars.Context | None = None  # ...and its task's context (`send_now`)
     last_sent: float = 0.0  # when it last wrote
     rotate_at: float = math.inf  # when it must end with `rotate`
     pending: asyncio.Future[None] | None = None  # a write of the hub's that had to wait
@@ -237,9 +239,12 @@ class _Hub:
         self._joined: dict[int, tuple[bytes, int, int]] = {}
         self._joined_window: Window | None = None
         self._joined_bytes = 0
-        # Streams without a filter at the window's end, left to the hub's delivery (`park`).
+        # Streams without a filter at the window's end, left to the hub's delivery (`park`),
+        # and the delivery's registration with the loop's `Fanout` (woken by the hub itself
+        # when the last parked stream leaves: the delivery ends, registered no longer).
         self._parked: set[_Stream] = set()
         self._delivering: asyncio.Task[None] | None = None
+        self._delivery_waiter: Waiter | None = None
 
     async def start(self) -> Fanout:
         """The loop's `Fanout`, the window read first with the last `WINDOW_PRELOAD` events
@@ -335,11 +340,13 @@ class _Hub:
         # at most: streams gather at the window's end, and streams that reconnect at once from
         # one cursor go through the window in step.
         if shared and self._joined_window is window:
-            write = b"".join(frames)
-            if self._joined_bytes + len(write) <= JOINED_BYTES:
-                self._joined[cursor] = (write, after, last)
-                self._joined_bytes += len(write)
-            return ([write] if write else []), after, last
+            joined = self._joined.get(cursor)  # made meanwhile, while this one's were redacted
+            if joined is None:
+                joined = (b"".join(frames), after, last)
+                if self._joined_bytes + len(joined[0]) <= JOINED_BYTES:
+                    self._joined[cursor] = joined
+                    self._joined_bytes += len(joined[0])
+            return ([joined[0]] if joined[0] else []), joined[1], joined[2]
         return frames, after, last
 
     def joined_bytes(self) -> int:
@@ -365,27 +372,32 @@ class _Hub:
         return waiter
 
     def unpark(self, stream: _Stream) -> None:
-        """`stream`'s task runs again (see `park`)."""
+        """`stream`'s task runs again (see `park`); the delivery ends with the last one."""
         self._parked.discard(stream)
         stream.wake()
+        waiter = self._delivery_waiter
+        if not self._parked and waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def _deliver(self, fanout: Fanout) -> None:
         """While streams are parked: one registration with the loop's `Fanout` for all of
         them, and at each wake-up their writes, made by this task (`_deliver_window`)."""
         every = ApiEventFilter()
-        failed: SessionJournalError | None = None
+        failed: Exception | None = None
         try:
             while self._parked and not self.store_closed:
                 waiter = fanout.register(every)  # before the read: no commit goes unnoticed
+                self._delivery_waiter = waiter
                 try:
                     await self._deliver_window(fanout.window)
                     if self._parked:
                         await waiter
                 finally:
+                    self._delivery_waiter = None
                     fanout.unregister(every, waiter)
                     if waiter.done() and not waiter.cancelled():
                         waiter.exception()  # seen: the streams are told below
-        except SessionJournalError as error:  # the read of the window failed
+        except Exception as error:  # a failed read of the window, say: each stream raises it
             failed = error
         finally:
             parked, self._parked = self._parked, set()
@@ -406,11 +418,18 @@ class _Hub:
         writes: dict[int, tuple[list[bytes], int, int] | None] = {}
         for cursor, stream in by_cursor.items():
             writes[cursor] = await self.frames_after(stream, window)
+        # From here on nothing awaits: no stream's task runs while the hub writes. A stream
+        # parked during the reads above read a later window than `window`: its cursor is not
+        # among `writes` (it waits for the next wake-up), or it is, and `window` holds exactly
+        # what follows it too (both windows hold every committed event after it).
         heartbeat = self.settings.heartbeat_s
         for stream in list(self._parked):
-            waker, send = stream.waker, stream.send
-            if waker is None or waker.done() or stream.closing is not None or send is None:
+            waker, send, context = stream.waker, stream.send, stream.context
+            if waker is None or waker.done():
                 self._parked.discard(stream)  # its task runs already
+                continue
+            if stream.closing is not None or send is None or context is None:
+                self.unpark(stream)  # (its send and context are set before it parks)
                 continue
             if stream.cursor not in writes:
                 continue  # parked meanwhile, with a later window: at the next wake-up
@@ -424,10 +443,9 @@ class _Hub:
                 stream.last_sent = now
                 stream.due = min(now + heartbeat, stream.rotate_at)
                 body = frames[0] if len(frames) == 1 else b"".join(frames)  # one write
+                message = {"type": "http.response.body", "body": body, "more_body": True}
                 try:
-                    pending = send_now(
-                        send({"type": "http.response.body", "body": body, "more_body": True})
-                    )
+                    pending: asyncio.Future[None] | None = send_now(send(message), context)
                 except Exception as error:  # the stream's task raises it, as its send would
                     pending = asyncio.get_running_loop().create_future()
                     pending.set_exception(error)
@@ -620,7 +638,7 @@ class StreamRoute:
         filtered = not stream.every_event
         lifetime = settings.stream_lifetime_s * random.uniform(0.9, 1.1)
         stream.rotate_at = stream.opened + lifetime
-        stream.send = send
+        stream.send, stream.context = send, contextvars.copy_context()
         parts: list[bytes] = [opening]
         # A filtered stream's last id sent (an event's or a progress frame's): the client has
         # everything through the cursor it came with, so a progress frame goes above it.
