@@ -121,7 +121,9 @@ class _Stream:
     event_filter: ApiEventFilter
     cursor: int
     opened: float = field(default_factory=time.monotonic)
-    waker: asyncio.Future[Any] | None = None  # its registration with the loop's `Fanout`
+    # What its task awaits: its registration with the loop's `Fanout`, or, parked with the
+    # hub (`_Hub.park`), the hub's future; `wake` sets either.
+    waker: asyncio.Future[Any] | None = None
     closing: str | None = None  # why it ends, once it must
     due: float = math.inf  # when it must send without an event (heartbeat, progress, rotation)
     sending_since: float = 0.0  # when its send in progress began (0: none)
