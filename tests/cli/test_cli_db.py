@@ -36,6 +36,8 @@ HISTORY = [
     "(`ApiEventFilter.types`).",
     "0011_lone_append: PostgreSQL: a function that appends one event in one statement, for the "
     "write path's lone appends (one round trip instead of four).",
+    "0012_consumers: Durable consumers: `consumers`, one row per named reader of the log whose "
+    "position the store keeps (`store.consumers`).",
 ]
 
 
@@ -62,7 +64,7 @@ def test_db_downgrade_refuses_to_lose_data_unless_allowed(
     assert run(capsys, "--url", migrated_url, "db", "downgrade", "0001_initial") == (
         1,
         "",
-        "session-journal: downgrading from 0011_lone_append to 0001_initial would lose data: "
+        "session-journal: downgrading from 0012_consumers to 0001_initial would lose data: "
         "0002_startup_cleanup: 1 session(s) in startup-cleanup would become error; nothing was "
         "changed. To downgrade anyway: session-journal db downgrade --allow-data-loss, "
         "migrations.downgrade(..., allow_data_loss=True) or alembic -x allow_data_loss=yes "
@@ -172,6 +174,7 @@ def test_db_upgrade_sql_prints_the_sql_from_the_database_revision_and_changes_no
         "-- Running upgrade 0008_deletion_counter -> 0009_canonical_bodies",
         "-- Running upgrade 0009_canonical_bodies -> 0010_event_types",
         "-- Running upgrade 0010_event_types -> 0011_lone_append",
+        "-- Running upgrade 0011_lone_append -> 0012_consumers",
     ]
     assert revision_of(url) == "0004_outcome_bodies"
     assert table_counts(url, ["session_journal_version"]) == {"session_journal_version": 1}
@@ -191,7 +194,7 @@ def test_db_upgrade_sql_refuses_a_range_it_cannot_render_in_one_line(
     assert run(capsys, "--url", url, "db", "upgrade", "--sql") == (
         1,
         "",
-        "session-journal: cannot render 0003_checkpoint_operations:0011_lone_append as SQL: "
+        "session-journal: cannot render 0003_checkpoint_operations:0012_consumers as SQL: "
         "0004_outcome_bodies reads and rewrites rows and runs online only; render up to "
         "0003_checkpoint_operations, run 0004_outcome_bodies online (session-journal db "
         "upgrade 0004_outcome_bodies), then render from 0004_outcome_bodies; nothing was "

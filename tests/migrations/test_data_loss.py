@@ -26,7 +26,7 @@ from tests.docs import page
 from tests.factories import RelayChainFactory, SessionFactory, relay_turn
 from tests.helpers import all_events, store_raw_body, table_counts
 
-TABLES = ["sessions", "api_events", "checkpoint_operations", "project_events"]
+TABLES = ["sessions", "api_events", "checkpoint_operations", "project_events", "consumers"]
 INTERRUPTED = json.dumps(
     {
         "type": "turn_ended",
@@ -49,6 +49,7 @@ ALLOW = (
     "migrations.downgrade(..., allow_data_loss=True) or alembic -x allow_data_loss=yes downgrade"
 )
 LOSSES_TO_0001 = (
+    "0012_consumers: 1 durable consumer(s) and their positions (the consumers table)",
     "0006_project_index: 1 row(s) of the project index (project_events)",
     "0004_outcome_bodies: 1 turn_ended body(ies) would lose outcome.reason or a kind that "
     "stop_reason does not imply",
@@ -67,6 +68,14 @@ def hold_what_each_downgrade_loses(url: str) -> None:
         store.checkpoints.begin(SessionFactory(id="s1", state=SessionState.CHECKPOINTING), "op-1")
         store_raw_body(store, "s1", INTERRUPTED)
         store.index.insert([IndexRow("s1", 1, "2026-11-29T12:00:00Z", "x", None, None, "hi", "{}")])
+        with store.unit_of_work() as uow:  # a consumer, as `store.consumers` will register it
+            uow.connection.execute(
+                sa.text(
+                    "INSERT INTO consumers (name, filter_json, position, registered_at_ms) "
+                    "VALUES ('projector', '{}', 0, 1)"
+                )
+            )
+            uow.commit()
 
 
 def revision_of(url: str) -> str | None:
@@ -93,18 +102,19 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "api_events": 3,
         "checkpoint_operations": 1,
         "project_events": 1,
+        "consumers": 1,
     }
 
     with pytest.raises(DataLossRefused) as refused:
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
     assert (refused.value.current, refused.value.target) == (
-        "0011_lone_append",
+        "0012_consumers",
         "0001_initial",
     )
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0011_lone_append to 0001_initial would lose data: "
+        "downgrading from 0012_consumers to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -121,10 +131,10 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "and projection state"
     )
     with pytest.raises(DataLossRefused) as refused:
-        migrations.downgrade(url, "-6")
+        migrations.downgrade(url, "-7")
     assert (refused.value.target, refused.value.losses) == (
         "0005_relay_projection",
-        LOSSES_TO_0001[:1],
+        LOSSES_TO_0001[:2],
     )
     assert revision_of(url) == migrations.head()
     assert table_counts(url, TABLES) == counts
@@ -247,7 +257,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0011_lone_append to 0001_initial would lose data: "
+        "downgrading from 0012_consumers to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

@@ -252,3 +252,18 @@ class ProjectEventRow(Base):
     flow_run_id: Mapped[str | None] = mapped_column(sa.Text)
     text_content: Mapped[str | None] = mapped_column(sa.Text)
     payload_json: Mapped[str] = mapped_column(JsonText)
+
+
+class ConsumerRow(Base):
+    """`consumers`: the durable consumers of the log (`store.consumers`), each a name, the
+    filter of the events it reads and the position through which it acked."""
+
+    __tablename__ = "consumers"
+
+    name: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    filter_json: Mapped[str] = mapped_column(JsonText)  # its `ApiEventFilter`, as JSON
+    position: Mapped[int] = mapped_column(sa.BigInteger)
+    registered_at_ms: Mapped[int] = mapped_column(sa.BigInteger)
+    last_ack_at_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # How long it may go without acking and still hold retention back (NULL: always).
+    max_idle_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
