@@ -1,16 +1,21 @@
 """`GET /api/events/stream`: the log as Server-Sent Events, exactly once and in commit order
 across reconnects, for many clients at once.
 
-**A stream is a cursor.** The app follows the log once (`_Hub`: one `AsyncFollower`, fed from
-the store's shared window) and keeps the recent events' frames, each encoded once per process:
-`id: <seq>`, `event: api_event`, `data:` the event's JSON with non-ASCII escaped (agent text
-cannot end a line and inject a field). A stream holds no queue, only its cursor: on each
-wake-up (coalesced up to `COALESCE_S`) it takes every frame after its cursor that its filter
-admits and sends them in one write. A stream whose cursor is below the hub's frames (a
-reconnect from far back, a client that fell behind) reads the database a page at a time until
-it is back among them; so does a stream of one workspace (which workspace a session is in is
-the database's to say). A send blocked for `send_timeout_s` closes that stream only: each
-stream writes in its own task.
+**A stream is a cursor.** The streams are served from the store's one window of recent events
+through the event loop's `Fanout` (`session_journal.follow`), and the app keeps the window's
+events' frames, each made once per process (`_Frames`): `id: <seq>`, `event: api_event`,
+`data:` the event's JSON with non-ASCII escaped (agent text cannot end a line and inject a
+field). A stream holds no queue, only its cursor: woken when the window holds events its filter
+may admit, it takes every frame after its cursor that its filter admits and sends them in one
+write (streams without a filter at one cursor share that write, `frames_after`). A stream
+without a filter that sent everything the window holds waits with the hub (`_Hub.park`): at
+each wake-up the hub reads the window once and begins every such stream's write itself, in one
+step of the loop (`_eager.send_now`), without a turn of each stream's task; a write its client
+is slow to take goes on in a task of its own and the stream's task takes over. A stream whose
+cursor is below the window (a reconnect from far back, a client that fell behind) reads the
+database a page at a time until it is back within it; so does a stream of one workspace (which
+workspace a session is in is the database's to say). A send blocked for `send_timeout_s`
+closes that stream only.
 
 **What a stream holds is bounded in bytes as encoded** (a frame escapes a non-ASCII character to
 6 or 12 bytes): a read of the database of about `PAGE_BYTES` of frames, whose texts it drops as
