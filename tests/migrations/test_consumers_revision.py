@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from session_journal import DataLossRefused, migrations
-from tests.migrations.test_pruned_through import LEVELS, read, write
+from tests.migrations.test_pruned_through import LEVELS, columns, read, write
 
 CONSUMER = (
     "INSERT INTO consumers (name, filter_json, position, registered_at_ms, last_ack_at_ms, "
@@ -21,20 +21,12 @@ PRUNED = "UPDATE event_sequences SET last_seq = 9, pruned_through = 4 WHERE name
 LOSS = "0012_consumers: 1 durable consumer(s) and their positions (the consumers table)"
 
 
-def consumer_columns(url: str) -> list[str]:
-    engine = sa.create_engine(url)
-    try:
-        return [column["name"] for column in sa.inspect(engine).get_columns("consumers")]
-    finally:
-        engine.dispose()
-
-
 def test_the_table_comes_at_level_12_and_the_minimum_stays(url: str) -> None:
     migrations.upgrade(url, "0011_lone_append")
     assert read(url, LEVELS) == [(11, 2)]
     migrations.upgrade(url, "0012_consumers")
     assert read(url, LEVELS) == [(12, 2)]
-    assert consumer_columns(url) == [
+    assert columns(url, "consumers") == [
         "name",
         "filter_json",
         "position",

@@ -48,10 +48,10 @@ def write(url: str, *statements: str) -> None:
         engine.dispose()
 
 
-def columns(url: str) -> list[str]:
+def columns(url: str, table: str = "event_sequences") -> list[str]:
     engine = sa.create_engine(url)
     try:
-        return [column["name"] for column in sa.inspect(engine).get_columns("event_sequences")]
+        return [column["name"] for column in sa.inspect(engine).get_columns(table)]
     finally:
         engine.dispose()
 

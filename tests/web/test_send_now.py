@@ -34,6 +34,14 @@ class Transport:
             self.steps.append(f"end {body.decode()}")
 
 
+def started_waiting(transport: Transport, fail: bool = False) -> asyncio.Task[None]:
+    """`send_now` of a write of `b"a"` while the client takes nothing: the task of its rest."""
+    transport.writable.clear()
+    rest = send_now(transport.send(b"a", fail), contextvars.copy_context())
+    assert rest is not None
+    return rest
+
+
 def test_a_send_that_does_not_wait_is_over_when_the_call_returns() -> None:
     async def scenario() -> None:
         transport = Transport()
@@ -51,9 +59,7 @@ def test_a_send_that_does_not_wait_is_over_when_the_call_returns() -> None:
 def test_a_send_that_waits_goes_on_in_a_task_from_where_it_stopped() -> None:
     async def scenario() -> None:
         transport = Transport()
-        transport.writable.clear()
-        rest = send_now(transport.send(b"a"), contextvars.copy_context())
-        assert rest is not None
+        rest = started_waiting(transport)
         assert transport.steps == ["begin a"]  # its first step ran in the caller's
         await asyncio.sleep(0.01)
         assert not rest.done() and transport.written == []
@@ -67,9 +73,7 @@ def test_a_send_that_waits_goes_on_in_a_task_from_where_it_stopped() -> None:
 def test_the_error_of_a_send_is_its_task_s_or_the_caller_s() -> None:
     async def scenario() -> None:
         transport = Transport()
-        transport.writable.clear()
-        rest = send_now(transport.send(b"a", fail=True), contextvars.copy_context())
-        assert rest is not None
+        rest = started_waiting(transport, fail=True)
         transport.writable.set()
         with pytest.raises(OSError, match="went away"):
             await rest
@@ -86,9 +90,7 @@ def test_the_error_of_a_send_is_its_task_s_or_the_caller_s() -> None:
 def test_a_send_cancelled_while_it_waits_is_told() -> None:
     async def scenario() -> None:
         transport = Transport()
-        transport.writable.clear()
-        rest = send_now(transport.send(b"a"), contextvars.copy_context())
-        assert rest is not None
+        rest = started_waiting(transport)
         await asyncio.sleep(0)
         rest.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -101,9 +103,7 @@ def test_a_send_cancelled_while_it_waits_is_told() -> None:
 def test_a_send_cancelled_before_it_ran_again_is_closed() -> None:
     async def scenario() -> None:
         transport = Transport()
-        transport.writable.clear()
-        rest = send_now(transport.send(b"a"), contextvars.copy_context())
-        assert rest is not None
+        rest = started_waiting(transport)
         rest.cancel()  # before the task's first step
         with pytest.raises(asyncio.CancelledError):
             await rest

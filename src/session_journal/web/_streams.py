@@ -429,7 +429,7 @@ class _Hub:
         # parked during the reads above read a later window than `window`: its cursor is not
         # among `writes` (it waits for the next wake-up), or it is, and `window` holds exactly
         # what follows it too (both windows hold every committed event after it).
-        heartbeat = self.settings.heartbeat_s
+        heartbeat, now = self.settings.heartbeat_s, time.monotonic()
         for stream in list(self._parked):
             waker, send, context = stream.waker, stream.send, stream.context
             if waker is None or waker.done():
@@ -446,7 +446,6 @@ class _Hub:
                 continue
             frames, stream.cursor, _ = taken
             if frames:
-                now = time.monotonic()
                 stream.last_sent = now
                 stream.due = min(now + heartbeat, stream.rotate_at)
                 body = frames[0] if len(frames) == 1 else b"".join(frames)  # one write
