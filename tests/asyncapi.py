@@ -122,7 +122,15 @@ class SyncOverAsync:
     def __init__(self, store: AsyncStore, loop: LoopThread) -> None:
         self.async_store = store
         self._loop = loop
-        for name in ("sessions", "events", "activity", "faults", "checkpoints", "projection"):
+        for name in (
+            "sessions",
+            "events",
+            "activity",
+            "faults",
+            "checkpoints",
+            "projection",
+            "consumers",
+        ):
             setattr(self, name, _Service(getattr(store, name), loop))
         self.index = _Service(store.index, loop)
 

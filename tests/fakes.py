@@ -35,13 +35,19 @@ from session_journal.records import CheckpointOperation, SessionSummary
 from session_journal.relay.state import TranscriptItem
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
+from session_journal.services.consumers import ConsumerService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
 from session_journal.storage.protocols import LoneWrite, ReadContext, Transactions, WriteContext
-from session_journal.storage.repositories import LogVersion, StoredLifecycle, StoredProjection
+from session_journal.storage.repositories import (
+    LogVersion,
+    StoredConsumer,
+    StoredLifecycle,
+    StoredProjection,
+)
 from session_journal.storage.unit_of_work import run_after_commit
 
 T = TypeVar("T")
@@ -73,6 +79,7 @@ class FakeState:
     projections: dict[str, StoredProjection] = field(default_factory=dict)
     transcripts: dict[str, list[TranscriptItem]] = field(default_factory=dict)
     index: dict[tuple[str, int], IndexRow] = field(default_factory=dict)  # by (session, seq)
+    consumers: dict[str, StoredConsumer] = field(default_factory=dict)
 
 
 def require_session(state: FakeState, session_id: str) -> None:
@@ -239,6 +246,13 @@ class FakeEvents:
 
     def count_through(self, through_seq: int) -> int:
         return sum(1 for event in self._state.events if event.seq <= through_seq)
+
+    def lock_log(self) -> tuple[int, int]:
+        return self._state.latest_seq, 0
+
+    def recorded_at_after(self, after_seq: int) -> int | None:
+        later = [event.recorded_at_ms for event in self._state.events if event.seq > after_seq]
+        return later[0] if later else None
 
     def raise_floor(self, through_seq: int) -> bool:
         raise NotImplementedError("pruning is tested on the databases")
@@ -431,6 +445,52 @@ def _has_phrase(words: builtins.list[str], phrase: builtins.list[str]) -> bool:
     return any(words[at : at + len(phrase)] == phrase for at in range(len(words)))
 
 
+class FakeConsumers:
+    """`ConsumerWrites` over `FakeState.consumers`."""
+
+    def __init__(self, state: FakeState) -> None:
+        self._state = state
+
+    def get(self, name: str) -> StoredConsumer | None:
+        return self._state.consumers.get(name)
+
+    lock = get
+
+    def list(self) -> builtins.list[StoredConsumer]:
+        return [self._state.consumers[name] for name in sorted(self._state.consumers)]
+
+    def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
+        live = [
+            (consumer.position, consumer.name)
+            for consumer in self._state.consumers.values()
+            if consumer.position >= floor
+            and (
+                consumer.max_idle_ms is None
+                or (consumer.last_ack_at_ms or consumer.registered_at_ms) + consumer.max_idle_ms
+                >= now_ms
+            )
+        ]
+        return min(live) if live else None
+
+    def insert(self, consumer: StoredConsumer) -> None:
+        self._state.consumers[consumer.name] = consumer
+
+    def delete(self, name: str) -> bool:
+        return self._state.consumers.pop(name, None) is not None
+
+    def set_position(self, name: str, position: int, now_ms: int) -> None:
+        consumer = self._state.consumers[name]
+        self._state.consumers[name] = consumer._replace(position=position, last_ack_at_ms=now_ms)
+
+    def ack(self, name: str, seq: int, now_ms: int) -> bool:
+        consumer = self._state.consumers.get(name)
+        if consumer is None or seq > self._state.latest_seq:
+            return False
+        position = max(consumer.position, seq)
+        self._state.consumers[name] = consumer._replace(position=position, last_ack_at_ms=now_ms)
+        return True
+
+
 class FakeUnitOfWork:
     """`WriteContext` (and, in a read, `ReadContext`) over one copy of the state."""
 
@@ -443,6 +503,7 @@ class FakeUnitOfWork:
         self.checkpoints = FakeCheckpoints(state)
         self.projection = FakeProjection(state)
         self.project_events = FakeProjectEvents(state)
+        self.consumers = FakeConsumers(state)
         self.committed = False
         self.waiting: list[Callable[[], None]] = []  # run after the commit (`after_commit`)
 
@@ -535,3 +596,4 @@ class FakeServices:
         self.checkpoints = CheckpointService(store)
         self.projection = ProjectionService(store)
         self.index = ProjectIndex(store)
+        self.consumers = ConsumerService(store)

@@ -41,6 +41,7 @@ from .follow.async_follower import SWEEP_S, AsyncFollower, AsyncFollowing
 from .follow.fanout import WAKE_CHUNK
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
+from .services.consumers import ConsumerService
 from .services.events import EventService, _timeout, page_size
 from .services.faults import FaultService
 from .services.index import ProjectIndex
@@ -61,6 +62,7 @@ __all__ = [
     "WAKE_CHUNK",
     "AsyncActivityService",
     "AsyncCheckpointService",
+    "AsyncConsumerService",
     "AsyncEventService",
     "AsyncFaultService",
     "AsyncFollower",
@@ -193,6 +195,17 @@ class AsyncCheckpointService(_Service[CheckpointService]):
     finish_failed = _awaitable(CheckpointService.finish_failed)
     recover_interrupted = _awaitable(CheckpointService.recover_interrupted)
     get = _awaitable(CheckpointService.get)
+
+
+class AsyncConsumerService(_Service[ConsumerService]):
+    """`async_store.consumers`: `ConsumerService`, awaitable."""
+
+    register = _awaitable(ConsumerService.register)
+    get = _awaitable(ConsumerService.get)
+    list = _awaitable(ConsumerService.list)
+    remove = _awaitable(ConsumerService.remove)
+    reset = _awaitable(ConsumerService.reset)
+    ack = _awaitable(ConsumerService.ack)
 
 
 class AsyncProjectionService(_Service[ProjectionService]):
@@ -371,6 +384,7 @@ class AsyncStore(_AsyncReads):
         each event loop, on which the web layer's streams wait."""
         super().__init__(store, workers, self.following)
         self.faults = AsyncFaultService(store.faults, workers)
+        self.consumers = AsyncConsumerService(store.consumers, workers)
 
     @classmethod
     async def open(

@@ -50,6 +50,10 @@ class SessionNotFound(SessionJournalError):
     """The session named by a call does not exist."""
 
 
+class ConsumerNotFound(SessionJournalError):
+    """The durable consumer named by a call is not registered (`store.consumers`)."""
+
+
 class LifecycleConflict(SessionJournalError):
     """A lifecycle operation is already running for the session."""
 

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ._validation import Id, Text
-from .api_events import ApiActivityState
+from .api_events import ApiActivityState, ApiEventFilter
 
 
 class SessionState(StrEnum):
@@ -91,3 +91,28 @@ class SessionPage(BaseModel):
 
     sessions: list[SessionSummary]
     next_before: str | None
+
+
+class ConsumerStatus(BaseModel):
+    """A durable consumer as one read found it (`store.consumers`): its filter, the position
+    through which it acked, and how far behind the log it is at that read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    filter: ApiEventFilter
+    """The events it reads (`ApiEventFilter()`: every event)."""
+    position: int
+    """The seq through which it acked: it goes on after it."""
+    latest_seq: int
+    """The frontier at the read that made this status."""
+    lag: int
+    """`latest_seq - position`, in seqs (events of other filters and holes included)."""
+    lag_seconds: float
+    """How long ago the first event after `position` was recorded, whatever its type (0 when
+    there is none): how stale what the consumer made is."""
+    registered_at_ms: int
+    last_ack_at_ms: int | None
+    """When it last acked (or was reset); `None`: never since it registered."""
+    max_idle_s: float | None
+    """How long it may go without acking and still hold retention back (`None`: always)."""

@@ -16,6 +16,7 @@ from .follow.following import Following
 from .migrations import SchemaStatus
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
+from .services.consumers import ConsumerService
 from .services.events import EventService
 from .services.faults import FaultService
 from .services.index import ProjectIndex
@@ -30,7 +31,8 @@ T = TypeVar("T")
 
 
 class _Reads:
-    """The services that read (a `Snapshot` has these; a `Store` has them and `faults`)."""
+    """The services that read (a `Snapshot` has these; a `Store` has them, `faults` and
+    `consumers`)."""
 
     def __init__(self, transactions: Transactions, following: Following | None) -> None:
         self.sessions = SessionService(transactions)
@@ -55,6 +57,8 @@ class Store(_Reads):
         self.schema = schema
         self._database = database
         self.faults = FaultService(database)
+        self.consumers = ConsumerService(database)
+        """Durable consumers: named positions in the log that the store keeps."""
 
     @classmethod
     def open(

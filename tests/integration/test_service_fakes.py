@@ -15,7 +15,10 @@ from session_journal import (
     ApiActivityDetails,
     ApiActivityKind,
     ApiActivityState,
+    ApiEventFilter,
     CheckpointMetadata,
+    ConsumerNotFound,
+    InvalidRecord,
     LifecycleConflict,
     NotOperationOwner,
     SessionNotFound,
@@ -27,6 +30,7 @@ from session_journal.journal import JournalEnvelope, Message, MessageRole, UserM
 from session_journal.journal.search import IndexRow
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
+from session_journal.services.consumers import ConsumerService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
@@ -40,6 +44,7 @@ class Services(Protocol):
     activity: ActivityService
     faults: FaultService
     checkpoints: CheckpointService
+    consumers: ConsumerService
 
 
 def record(session_id: str, **fields: Any) -> SessionRecord:
@@ -68,7 +73,13 @@ def scenario(services: Services) -> list[str]:
     def attempt(call: Any, *args: Any, **kwargs: Any) -> None:
         try:
             call(*args, **kwargs)
-        except (LifecycleConflict, NotOperationOwner, SessionNotFound) as error:
+        except (
+            ConsumerNotFound,
+            InvalidRecord,
+            LifecycleConflict,
+            NotOperationOwner,
+            SessionNotFound,
+        ) as error:
             refused.append(type(error).__name__)
 
     checkpointing = SessionState.CHECKPOINTING
@@ -107,6 +118,14 @@ def scenario(services: Services) -> list[str]:
     services.sessions.save_lifecycle(record("s3", state=checkpointing))
     services.checkpoints.recover_interrupted(datetime(2026, 9, 27, 12, tzinfo=UTC))
     services.sessions.delete("s4")
+    services.consumers.register("all")
+    services.consumers.register("faults", filter=ApiEventFilter(types=["session_fault"]), start=2)
+    services.consumers.ack("all", 4)
+    services.consumers.ack("all", 3)
+    attempt(services.consumers.ack, "all", 99)
+    attempt(services.consumers.ack, "ghost", 1)
+    attempt(services.consumers.register, "faults")
+    services.consumers.reset("faults", to="now")
     return refused
 
 
@@ -120,6 +139,10 @@ def outcome(services: Services) -> tuple[Any, ...]:
         [services.activity.get(session.id) for session in sessions],
         [services.checkpoints.get(session.id) for session in sessions],
         services.sessions.list(workspace_id="w1"),
+        [
+            status.model_dump(exclude={"lag_seconds", "registered_at_ms", "last_ack_at_ms"})
+            for status in services.consumers.list()
+        ],
     )
 
 
@@ -131,6 +154,9 @@ def test_a_scenario_leaves_the_same_state_in_the_fakes_and_the_database(store: S
         "LifecycleConflict",
         "LifecycleConflict",
         "NotOperationOwner",
+        "InvalidRecord",
+        "ConsumerNotFound",
+        "InvalidRecord",
     ]
     assert scenario(fake) == refused
     expected = outcome(store)

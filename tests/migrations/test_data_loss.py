@@ -68,14 +68,7 @@ def hold_what_each_downgrade_loses(url: str) -> None:
         store.checkpoints.begin(SessionFactory(id="s1", state=SessionState.CHECKPOINTING), "op-1")
         store_raw_body(store, "s1", INTERRUPTED)
         store.index.insert([IndexRow("s1", 1, "2026-11-29T12:00:00Z", "x", None, None, "hi", "{}")])
-        with store.unit_of_work() as uow:  # a consumer, as `store.consumers` will register it
-            uow.connection.execute(
-                sa.text(
-                    "INSERT INTO consumers (name, filter_json, position, registered_at_ms) "
-                    "VALUES ('projector', '{}', 0, 1)"
-                )
-            )
-            uow.commit()
+        store.consumers.register("projector")
 
 
 def revision_of(url: str) -> str | None:

@@ -10,6 +10,7 @@ import pytest
 from session_journal import aio
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
+from session_journal.services.consumers import ConsumerService
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
@@ -24,6 +25,7 @@ PAIRS = [
     (CheckpointService, aio.AsyncCheckpointService),
     (ProjectionService, aio.AsyncProjectionService),
     (ProjectIndex, aio.AsyncProjectIndex),
+    (ConsumerService, aio.AsyncConsumerService),
 ]
 # The journal writer's question to the sync index, and the async twin's to the sync faults.
 NOT_CALLS = {"writing_in_this_thread", "startup_fault"}

@@ -30,6 +30,7 @@ from ..records import (
 )
 from ..relay.state import TranscriptItem
 from .repositories import (
+    StoredConsumer,
     StoredLifecycle,
     StoredProjection,
 )
@@ -171,6 +172,10 @@ class EventReads(Protocol):
         """How many events are stored with `after_seq < seq <= through_seq`."""
         ...
 
+    def recorded_at_after(self, after_seq: int) -> int | None:
+        """The `recorded_at_ms` of the first stored event after `after_seq`, or `None`."""
+        ...
+
 
 class EventWrites(EventReads, Protocol):
     """Appending to the ordered log (seqs are assigned at commit)."""
@@ -186,6 +191,10 @@ class EventWrites(EventReads, Protocol):
     def append_if_sessions_exist(self, events: Sequence[tuple[str, int, str]]) -> list[bool]:
         """`append_if_session_exists` of each `(session_id, recorded_at_ms, body)`, in order,
         the sessions checked together (one statement); whether each was queued."""
+        ...
+
+    def lock_log(self) -> tuple[int, int]:
+        """The frontier and the floor, the log's row locked until the transaction ends."""
         ...
 
     def raise_floor(self, through_seq: int) -> bool:
@@ -281,6 +290,47 @@ class ProjectionWrites(ProjectionReads, Protocol):
         ...
 
 
+class ConsumerReads(Protocol):
+    """Reading durable consumers."""
+
+    def get(self, name: str) -> StoredConsumer | None:
+        """The consumer, or `None`."""
+        ...
+
+    def list(self) -> builtins.list[StoredConsumer]:
+        """Every consumer, by name."""
+        ...
+
+    def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
+        """The lowest position of the consumers holding retention back, and whose it is."""
+        ...
+
+
+class ConsumerWrites(ConsumerReads, Protocol):
+    """Registering, moving and removing durable consumers."""
+
+    def lock(self, name: str) -> StoredConsumer | None:
+        """Like `get`, the row locked until the transaction ends."""
+        ...
+
+    def insert(self, consumer: StoredConsumer) -> None:
+        """Add a consumer (raising the minimum compatible level)."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Remove the consumer; whether it existed."""
+        ...
+
+    def set_position(self, name: str, position: int, now_ms: int) -> None:
+        """Move the consumer to `position`, back or forward."""
+        ...
+
+    def ack(self, name: str, seq: int, now_ms: int) -> bool:
+        """Move the position up to `seq` (never down); whether the consumer exists and `seq`
+        is not above the frontier."""
+        ...
+
+
 # --- The contexts ----------------------------------------------------------------------------
 
 
@@ -344,6 +394,11 @@ class ReadContext(Protocol):
         """The project index."""
         ...
 
+    @property
+    def consumers(self) -> ConsumerReads:
+        """Durable consumers."""
+        ...
+
 
 class LogReadContext(Protocol):
     """A read of the log made of one statement (`reading_one_statement`)."""
@@ -386,6 +441,11 @@ class WriteContext(Protocol):
     @property
     def project_events(self) -> ProjectEventWrites:
         """The project index."""
+        ...
+
+    @property
+    def consumers(self) -> ConsumerWrites:
+        """Durable consumers."""
         ...
 
     def commit(self) -> None:

@@ -16,10 +16,18 @@ from ..config import StoreOptions
 from ..errors import CallerCommits, UnitOfWorkEnded
 from . import driver
 from .engines import translate_errors
-from .protocols import ActivityReads, CheckpointReads, EventReads, ProjectionReads, SessionReads
+from .protocols import (
+    ActivityReads,
+    CheckpointReads,
+    ConsumerReads,
+    EventReads,
+    ProjectionReads,
+    SessionReads,
+)
 from .repositories import (
     ActivityRepository,
     CheckpointRepository,
+    ConsumerRepository,
     EventRepository,
     ProjectEventRepository,
     ProjectionRepository,
@@ -57,6 +65,7 @@ class UnitOfWork:
         self.checkpoints = CheckpointRepository(connection)
         self.projection = ProjectionRepository(connection)
         self.project_events = ProjectEventRepository(connection)
+        self.consumers = ConsumerRepository(connection)
         self.owner = owner  # the store's `Database`: a service takes only its own store's
         self._committer = committer
         self._after_commit: list[Callable[[], None]] = []  # waiting for the commit
@@ -120,6 +129,7 @@ class UnitOfWork:
             self.checkpoints,
             self.projection,
             self.project_events,
+            self.consumers,
         ):
             repository._connection = ended
 
@@ -220,3 +230,4 @@ class ReadUnitOfWork:
         self.projection: ProjectionReads = ProjectionRepository(connection)
         # The project index's searches (`store.index`), typed by their own module.
         self.project_events = ProjectEventRepository(connection)
+        self.consumers: ConsumerReads = ConsumerRepository(connection)

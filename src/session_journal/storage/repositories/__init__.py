@@ -3,6 +3,7 @@ work, speak domain types, and never begin, commit or close anything."""
 
 from .activity import ActivityRepository
 from .checkpoints import CheckpointRepository
+from .consumers import ConsumerRepository, StoredConsumer
 from .events import EventRepository, LogVersion
 from .project_events import ProjectEventRepository
 from .projection import ProjectionRepository, StoredProjection
@@ -11,11 +12,13 @@ from .sessions import SessionRepository, StoredLifecycle
 __all__ = [
     "ActivityRepository",
     "CheckpointRepository",
+    "ConsumerRepository",
     "EventRepository",
     "LogVersion",
     "ProjectEventRepository",
     "ProjectionRepository",
     "SessionRepository",
+    "StoredConsumer",
     "StoredLifecycle",
     "StoredProjection",
 ]

@@ -211,6 +211,20 @@ _FIRST_NOT_OLDER = (
 _COUNT_THROUGH = sa.select(sa.func.count()).where(
     ApiEventRow.seq <= sa.bindparam("through", type_=sa.BigInteger)
 )
+# The log's row, locked: writers that check the floor against what they write (a consumer's
+# position) take it as prune's first transaction does, so one waits for the other.
+_LOCK_LOG = (
+    sa.select(EventSequenceRow.last_seq, EventSequenceRow.pruned_through)
+    .where(EventSequenceRow.name == API_EVENTS)
+    .with_for_update()
+)
+# When the first event after a seq was recorded: one seek of the primary key.
+_RECORDED_AFTER = (
+    sa.select(ApiEventRow.recorded_at_ms)
+    .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
+    .order_by(ApiEventRow.seq)
+    .limit(1)
+)
 _STORED_TYPES = sa.select(ApiEventRow.seq, StoredType(ApiEventRow.body)).where(
     ApiEventRow.seq.in_(sa.bindparam("seqs", expanding=True))
 )
@@ -494,6 +508,20 @@ class EventRepository:
         ).fetchone()
         horizon = self.latest_seq() if first is None else int(first[0]) - 1
         return max(horizon, floor)
+
+    def lock_log(self) -> tuple[int, int]:
+        """The frontier and the floor of the pruned log, the log's row locked until the
+        transaction ends (PostgreSQL; SQLite's write transactions are one at a time): the floor
+        cannot move meanwhile, and a writer that waited for the lock reads it as committed."""
+        row = self._connection.execute(_LOCK_LOG).one_or_none()
+        if row is None:
+            raise PermanentStorageError(_NO_FRONTIER)
+        return int(row[0]), int(row[1])
+
+    def recorded_at_after(self, after_seq: int) -> int | None:
+        """The `recorded_at_ms` of the first stored event after `after_seq`, or `None`."""
+        row = self._connection.execute(_RECORDED_AFTER, {"after_seq": after_seq}).one_or_none()
+        return None if row is None else int(row[0])
 
     def count_through(self, through_seq: int) -> int:
         """How many events are stored with `seq <= through_seq`."""

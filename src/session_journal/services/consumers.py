@@ -1,0 +1,192 @@
+"""Durable consumers: named positions in the log that the store keeps (`store.consumers`).
+
+A consumer is a reader of the log, a projector say, whose position the store keeps: it reads the
+events after its position (`follow(name)`) and acks the seq it has handled (`ack`), with its own
+writes when they are in the store's database (`uow=`), so that a restart goes on where the last
+commit left it. Retention waits for consumers (`store.events.prune`).
+
+The rules, each kept in the transaction that decides it:
+- a position never moves back by an ack (an ack at or below it only records the ack's time),
+  and never above the frontier (`InvalidRecord`);
+- `register(start=seq)` and `reset(to=seq)` check the floor of the pruned log with the log's
+  row locked (`lock_log`), as prune's first transaction takes it before it reads the positions
+  and raises the floor: no race leaves a consumer's position below the floor unseen;
+- the first `register` raises the database's minimum compatible level to 12 (older code, which
+  knows no consumers, would prune past them).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from .._arguments import Given, Int64, Passed, validate_arguments
+from .._clock import now_ms
+from .._validation import Id
+from ..api_events import ApiEventFilter
+from ..errors import ConsumerNotFound, CursorAhead, CursorExpired, InvalidRecord
+from ..records import ConsumerStatus
+from ..storage.protocols import ReadContext, Transactions, WriteContext
+from ..storage.repositories import StoredConsumer
+
+MAX_IDLE_S = 366 * 86_400.0
+"""The longest `max_idle_s` of a consumer (a year and a day)."""
+
+Start = Literal["beginning", "now"] | Int64
+"""Where a consumer starts (`register`) or goes back to (`reset`): `"beginning"`, the oldest
+retained event; `"now"`, the frontier at the call; a seq, after which it reads (0: the
+beginning)."""
+
+MaxIdle = Annotated[float, Field(ge=1.0, le=MAX_IDLE_S, allow_inf_nan=False)]
+
+
+class ConsumerService:
+    """`store.consumers`."""
+
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
+
+    @validate_arguments()
+    def register(
+        self,
+        name: Id,
+        *,
+        filter: Given[ApiEventFilter] | None = None,
+        start: Start = "beginning",
+        max_idle_s: MaxIdle | None = None,
+    ) -> ConsumerStatus:
+        """Register the consumer `name` (the session id rules) reading the events `filter`
+        selects (`None`: every event) after `start`: `"beginning"` (the oldest retained event),
+        `"now"` (the frontier) or a seq (`CursorExpired` below the floor of the pruned log,
+        `CursorAhead` above the frontier). With `max_idle_s` (1 s to a year), a consumer that
+        has not acked for longer no longer holds retention back.
+
+        Registering a name again with an equal filter returns the consumer as it is (its
+        position, `start` and `max_idle_s` unchanged); with another filter, `InvalidRecord`."""
+        chosen = filter or ApiEventFilter()
+        filter_json = chosen.model_dump_json(exclude_none=True)
+        idle_ms = None if max_idle_s is None else round(max_idle_s * 1000)
+
+        def work(uow: WriteContext) -> None:
+            latest, floor = uow.events.lock_log()
+            existing = uow.consumers.lock(name)
+            if existing is not None:
+                if _filter_of(existing) != chosen:
+                    raise InvalidRecord(
+                        f"consumer {name!r} is registered with another filter "
+                        f"({existing.filter_json}); remove it first to change its filter; "
+                        "nothing was written"
+                    )
+                return  # unchanged
+            position = _position(start, latest, floor)
+            uow.consumers.insert(
+                StoredConsumer(name, filter_json, position, now_ms(), None, idle_ms)
+            )
+            uow.commit()
+
+        self._transactions.submit(work, f"register consumer {name!r}")
+        return self.get(name)
+
+    @validate_arguments()
+    def get(self, name: Id, *, uow: Passed[WriteContext | None] = None) -> ConsumerStatus:
+        """The consumer's status now; `ConsumerNotFound` if it is not registered."""
+        with self._transactions.reading(f"get consumer {name!r}", uow) as read:
+            stored = read.consumers.get(name)
+            if stored is None:
+                raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            return _status(read, stored, read.events.latest_seq(), now_ms())
+
+    @validate_arguments()
+    def list(self) -> list[ConsumerStatus]:
+        """Every consumer's status, by name, from one read."""
+        with self._transactions.reading("list consumers") as read:
+            latest, now = read.events.latest_seq(), now_ms()
+            return [_status(read, stored, latest, now) for stored in read.consumers.list()]
+
+    @validate_arguments()
+    def remove(self, name: Id) -> None:
+        """Remove the consumer (it no longer holds retention back); `ConsumerNotFound` if it
+        is not registered."""
+
+        def work(uow: WriteContext) -> None:
+            if not uow.consumers.delete(name):
+                raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            uow.commit()
+
+        self._transactions.submit(work, f"remove consumer {name!r}")
+
+    @validate_arguments()
+    def reset(self, name: Id, *, to: Start) -> ConsumerStatus:
+        """Move the consumer to `to`, back or forward (`register`'s `start` forms:
+        `CursorExpired` below the floor, `CursorAhead` above the frontier); it counts as an ack
+        for `max_idle_s`. `ConsumerNotFound` if it is not registered."""
+
+        def work(uow: WriteContext) -> None:
+            latest, floor = uow.events.lock_log()
+            if uow.consumers.lock(name) is None:
+                raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            uow.consumers.set_position(name, _position(to, latest, floor), now_ms())
+            uow.commit()
+
+        self._transactions.submit(work, f"reset consumer {name!r}")
+        return self.get(name)
+
+    @validate_arguments()
+    def ack(self, name: Id, seq: Int64, *, uow: Passed[WriteContext | None] = None) -> None:
+        """Record that the consumer has handled the events through `seq`: its position becomes
+        `seq` unless it is there or past it already (an ack never moves it back; it still
+        records the ack's time). `seq` may be any seq up to the frontier (`InvalidRecord` above
+        it), such as the `next_after_seq` of an empty filtered page. With `uow=` it commits with
+        the caller's own writes: a projector whose read model is in the store's database handles
+        each event exactly once. `ConsumerNotFound` if it is not registered."""
+
+        def work(uow: WriteContext) -> None:
+            if not uow.consumers.ack(name, seq, now_ms()):
+                if uow.consumers.get(name) is None:
+                    raise ConsumerNotFound(f"consumer {name!r} is not registered")
+                raise InvalidRecord(
+                    f"ack of consumer {name!r}: seq {seq} is above the frontier "
+                    f"{uow.events.latest_seq()}; nothing was written"
+                )
+            uow.commit()
+
+        self._transactions.submit(work, f"ack consumer {name!r}", uow)
+
+
+def _filter_of(stored: StoredConsumer) -> ApiEventFilter:
+    return ApiEventFilter.model_validate_json(stored.filter_json)
+
+
+def _position(start: str | int, latest: int, floor: int) -> int:
+    """The position `start` stands for, with the frontier and floor read under the log's lock."""
+    if start == "beginning" or start == 0:
+        return floor
+    if start == "now":
+        return latest
+    assert isinstance(start, int)
+    if start < floor:
+        raise CursorExpired(floor, start)
+    if start > latest:
+        raise CursorAhead(
+            f"seq {start} is above the frontier {latest}: it comes from another database or a "
+            "restored backup; nothing was written"
+        )
+    return start
+
+
+def _status(read: ReadContext, stored: StoredConsumer, latest: int, now: int) -> ConsumerStatus:
+    """The status of a stored consumer at a read of the frontier `latest` at `now`."""
+    recorded = read.events.recorded_at_after(stored.position)
+    lag_ms = 0 if recorded is None else max(0, now - recorded)
+    return ConsumerStatus(
+        name=stored.name,
+        filter=_filter_of(stored),
+        position=stored.position,
+        latest_seq=latest,
+        lag=max(0, latest - stored.position),
+        lag_seconds=lag_ms / 1000,
+        registered_at_ms=stored.registered_at_ms,
+        last_ack_at_ms=stored.last_ack_at_ms,
+        max_idle_s=None if stored.max_idle_ms is None else stored.max_idle_ms / 1000,
+    )
