@@ -248,3 +248,30 @@ def test_db_prune_dry_run_counts_what_an_interrupted_prune_left_below_its_floor(
     assert run(capsys, *url, "db", "prune", "--through-seq", "1")[1] == (
         "pruned 4 event(s); pruned_through 4, frontier 10\n"
     )
+
+
+def test_db_prune_stops_at_a_consumer_unless_allowed_behind(
+    migrated_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(migrated_url)
+    with Store.open(migrated_url) as store:
+        store.consumers.register("billing", start=3)
+    url = ("--url", migrated_url)
+    held = (
+        "consumer 'billing' has not read past it (--allow-consumers-behind prunes past "
+        "consumers; they must then be reset)\n"
+    )
+    assert run(capsys, *url, "db", "prune", "--through-seq", "6", "--dry-run") == (
+        0,
+        "would prune 3 event(s) through seq 3 (pruned_through 0, frontier 10); nothing was "
+        f"deleted\nwould stop at seq 3: {held}",
+        "",
+    )
+    assert run(capsys, *url, "db", "prune", "--through-seq", "6") == (
+        0,
+        f"pruned 3 event(s); pruned_through 3, frontier 10\nstopped at seq 3: {held}",
+        "",
+    )
+    assert run(
+        capsys, *url, "db", "prune", "--through-seq", "6", "--allow-consumers-behind"
+    ) == (0, "pruned 3 event(s); pruned_through 6, frontier 10\n", "")

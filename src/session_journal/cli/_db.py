@@ -151,7 +151,21 @@ def _add_prune(db: Commands) -> None:
         action="store_true",
         help="prune even if it deletes every retained event",
     )
+    prune.add_argument(
+        "--allow-consumers-behind",
+        action="store_true",
+        help="prune past the positions of durable consumers (by default a prune stops at the "
+        "lowest position of the consumers that hold retention back; those passed must be reset)",
+    )
     prune.set_defaults(handler=_prune)
+
+
+def _held_back(consumer: str, through_seq: int, verb: str) -> str:
+    """The line of `db prune` that names the consumer holding it back."""
+    return (
+        f"{verb} at seq {through_seq}: consumer {consumer!r} has not read past it "
+        "(--allow-consumers-behind prunes past consumers; they must then be reset)"
+    )
 
 
 def _prune(url: str, args: argparse.Namespace) -> int:
@@ -162,7 +176,8 @@ def _prune(url: str, args: argparse.Namespace) -> int:
         target = {"through_seq": args.through_seq}
     require_database(url)
     with Store.open(url) as store:
-        plan = store.events.plan_prune(**target)
+        force = args.allow_consumers_behind
+        plan = store.events.plan_prune(**target, force=force)
         minimum = store.schema.minimum_compatible_level or 0
         # The floor moves, and with it the level (`EventRepository.raise_floor`).
         level_change = None
@@ -171,7 +186,7 @@ def _prune(url: str, args: argparse.Namespace) -> int:
                 f"minimum_compatible_level {minimum} -> {PRUNED_LEVEL}: controllers older than "
                 f"level {PRUNED_LEVEL} will refuse this database"
             )
-        retained = store.events.plan_prune(through_seq=plan.latest_seq).events
+        retained = store.events.plan_prune(through_seq=plan.latest_seq, force=True).events
         empties = 0 < retained == plan.events
         if args.dry_run:
             print(
@@ -179,6 +194,8 @@ def _prune(url: str, args: argparse.Namespace) -> int:
                 f"(pruned_through {plan.pruned_through}, frontier {plan.latest_seq}); nothing "
                 "was deleted"
             )
+            if plan.held_back_by is not None:
+                print(_held_back(plan.held_back_by, plan.through_seq, "would stop"))
             if level_change:
                 print(f"would raise {level_change}")
             if empties:
@@ -196,11 +213,13 @@ def _prune(url: str, args: argparse.Namespace) -> int:
             )
         # The prune the plan judged, not a new reading of `--older-than`: events that qualify
         # only now (appended meanwhile with old times) are left for the next prune.
-        deleted = store.events.prune(through_seq=plan.through_seq)
+        deleted = store.events.prune(through_seq=plan.through_seq, force=force)
         print(
             f"pruned {deleted} event(s); pruned_through {store.events.pruned_through()}, "
             f"frontier {store.events.latest_seq()}"
         )
+        if plan.held_back_by is not None:
+            print(_held_back(plan.held_back_by, plan.through_seq, "stopped"))
         if level_change:
             print(f"raised {level_change}")
     return 0

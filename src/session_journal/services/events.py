@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .._arguments import Given, Int64, Passed, validate_arguments
+from .._clock import now_ms
 from ..api_events import (
     ApiEvent,
     ApiEventFilter,
@@ -61,6 +62,9 @@ class PrunePlan:
     """The floor now."""
     latest_seq: int
     """The frontier now (pruning never moves it)."""
+    held_back_by: str | None = None
+    """The durable consumer whose position limited `through_seq` (the lowest live one below
+    the target: `store.consumers`), or `None` when none did (or the prune is forced)."""
 
 
 class EventService:
@@ -227,27 +231,47 @@ class EventService:
 
     @validate_arguments()
     def plan_prune(
-        self, *, through_seq: Int64 | None = None, older_than_ms: Int64 | None = None
+        self,
+        *,
+        through_seq: Int64 | None = None,
+        older_than_ms: Int64 | None = None,
+        force: bool = False,
     ) -> PrunePlan:
-        """What `prune` with these arguments would do now (a dry run: nothing is written)."""
+        """What `prune` with these arguments would do now (a dry run: nothing is written),
+        and which consumer, if any, would hold it back."""
         with self._transactions.reading("plan a prune") as read:
             floor = read.events.pruned_through()
             # As `prune` does: a floor recorded by an interrupted prune is deleted through too.
-            through = max(_prune_target(read, through_seq, older_than_ms), floor)
+            target = max(_prune_target(read, through_seq, older_than_ms), floor)
+            through, held_back_by = _held_back(read, target, floor, force)
             return PrunePlan(
                 through_seq=through,
                 events=read.events.count_through(through),
                 pruned_through=floor,
                 latest_seq=read.events.latest_seq(),
+                held_back_by=held_back_by,
             )
 
     @validate_arguments()
-    def prune(self, *, through_seq: Int64 | None = None, older_than_ms: Int64 | None = None) -> int:
+    def prune(
+        self,
+        *,
+        through_seq: Int64 | None = None,
+        older_than_ms: Int64 | None = None,
+        force: bool = False,
+    ) -> int:
         """Delete a prefix of the log; how many events went. Give exactly one of:
         `through_seq`, to delete the events with `seq <= through_seq` (at most the frontier:
         `InvalidRecord` above it); or `older_than_ms`, to delete the longest prefix whose events
         were all recorded (`recorded_at_ms`) before that time, so no hole is ever punched
         above the prefix, whatever the order of the times.
+
+        Retention waits for durable consumers (`store.consumers`): the prefix ends at the
+        lowest position of the consumers that hold it back (every consumer, but one idle past
+        its `max_idle_s`), read with the log's row locked in the transaction that raises the
+        floor, so that no `register` or `reset` slips below it. `force=True` prunes past them:
+        their next read raises `CursorExpired`. `plan_prune` says which consumer held a prune
+        back.
 
         The first transaction records the floor (`pruned_through`, never lowered) and raises
         the database's minimum compatible level to 7 (older code must refuse a pruned log)
@@ -258,15 +282,19 @@ class EventService:
         any arguments) finishes the deletion below the recorded floor. It runs its own
         transactions, so it takes no `uow=`."""
         with self._transactions.reading("plan a prune") as read:
-            through = max(
+            target = max(
                 _prune_target(read, through_seq, older_than_ms), read.events.pruned_through()
             )
+        through = target
 
         def batch(uow: WriteContext, *, first: bool = False) -> tuple[int, bool]:
             """Delete one batch; how many went, and whether any event at or below the target
             may be left."""
-            if first:
-                uow.events.raise_floor(through)  # before anything is deleted
+            nonlocal through
+            if first:  # the positions read with the floor locked, before anything is deleted
+                _, floor = uow.events.lock_log()
+                through, _ = _held_back(uow, max(target, floor), floor, force)
+                uow.events.raise_floor(through)
             deleted = uow.events.delete_pruned(through, PRUNE_BATCH)
             # A batch that deleted nothing is not the end: on PostgreSQL every row it chose can
             # belong to a session deleted meanwhile (chosen in a snapshot older than that
@@ -275,7 +303,7 @@ class EventService:
             uow.commit()
             return deleted, left
 
-        action = f"prune events through seq {through}"
+        action = f"prune events through seq {target}"
         began = time.monotonic()
         total, left = self._transactions.submit(lambda uow: batch(uow, first=True), action)
         # Until nothing at or below the target is left, whatever the size of a batch.
@@ -378,6 +406,19 @@ class EventService:
             self._transactions.check_followable(action)
             raise AssertionError("only a snapshot's events service has no following")
         return self._following
+
+
+def _held_back(
+    read: ReadContext | WriteContext, target: int, floor: int, force: bool
+) -> tuple[int, str | None]:
+    """Where a prune aimed at `target` stops, and the consumer that stopped it: at the lowest
+    position of the consumers holding retention back, when it is below the target (never
+    below the floor); at the target when none is, or when `force`."""
+    if not force:
+        held = read.consumers.lowest_live(floor, now_ms())
+        if held is not None and held[0] < target:
+            return max(held[0], floor), held[1]
+    return target, None
 
 
 def _prune_target(read: ReadContext, through_seq: int | None, older_than_ms: int | None) -> int:

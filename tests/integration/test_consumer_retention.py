@@ -1,0 +1,164 @@
+"""Retention waits for durable consumers: `prune` stops at the lowest live consumer's position
+unless forced, `plan_prune` names the consumer, a consumer idle past its `max_idle_s` no longer
+holds retention, and a `register` racing a prune never lands below the floor; both backends and
+both APIs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from session_journal import CursorExpired, Store
+from session_journal.storage.repositories import StoredConsumer
+from tests.factories import SessionFactory
+from tests.helpers import append_raw
+
+pytestmark = pytest.mark.both_apis
+
+BODY = '{"type":"session_fault","data":{"reason":"startup_failed","message":"m","command_id":null}}'
+
+
+def log_of(store: Store, events: int) -> None:
+    store.sessions.save(SessionFactory(id="s1"))
+    append_raw(store, "s1", BODY, events)
+
+
+def stored_seqs(store: Store) -> list[int]:
+    return [event.seq for event in store.events.load(after_seq=0, limit=1000).events]
+
+
+def test_a_prune_stops_at_the_lowest_consumer_and_says_which(store: Store) -> None:
+    log_of(store, 10)
+    store.consumers.register("fast", start=8)
+    store.consumers.register("slow", start=3)
+    plan = store.events.plan_prune(through_seq=9)
+    assert (plan.through_seq, plan.events, plan.held_back_by) == (3, 3, "slow")
+    assert store.events.prune(through_seq=9) == 3
+    assert store.events.pruned_through() == 3
+    assert stored_seqs(store) == [4, 5, 6, 7, 8, 9, 10]
+    store.consumers.ack("slow", 6)
+    assert store.events.plan_prune(older_than_ms=2**62).held_back_by == "slow"
+    assert store.events.prune(older_than_ms=2**62) == 3
+    assert stored_seqs(store) == [7, 8, 9, 10]
+    # Below every consumer: nobody holds it back.
+    assert store.events.plan_prune(through_seq=6).held_back_by is None
+
+
+def test_a_consumer_at_the_beginning_of_a_log_never_pruned_holds_all_of_it(store: Store) -> None:
+    log_of(store, 4)
+    store.consumers.register("projector")
+    assert store.events.prune(through_seq=4) == 0
+    assert store.events.pruned_through() == 0
+    assert store.events.plan_prune(through_seq=4).held_back_by == "projector"
+
+
+def test_a_forced_prune_passes_the_consumers_which_then_must_be_reset(store: Store) -> None:
+    log_of(store, 6)
+    store.consumers.register("projector", start=2)
+    plan = store.events.plan_prune(through_seq=5, force=True)
+    assert (plan.through_seq, plan.held_back_by) == (5, None)
+    assert store.events.prune(through_seq=5, force=True) == 5
+    assert store.consumers.get("projector").position == 2  # kept: its next read expires
+    # Behind the floor it holds nothing back.
+    assert store.events.plan_prune(through_seq=6).held_back_by is None
+    with pytest.raises(CursorExpired):
+        store.consumers.reset("projector", to=3)
+    assert store.consumers.reset("projector", to="beginning").position == 5
+    assert store.events.plan_prune(through_seq=6).held_back_by == "projector"
+
+
+def test_a_consumer_idle_past_its_max_idle_holds_nothing_back(store: Store) -> None:
+    log_of(store, 6)
+    store.consumers.register("idle", start=1, max_idle_s=60)
+    store.consumers.register("live", start=4)
+    assert store.events.plan_prune(through_seq=6).held_back_by == "idle"
+    backdate(store, "idle", minutes=2)
+    plan = store.events.plan_prune(through_seq=6)
+    assert (plan.through_seq, plan.held_back_by) == (4, "live")
+    # An ack makes it live again, from where it acked.
+    store.consumers.ack("idle", 2)
+    assert store.events.plan_prune(through_seq=6).held_back_by == "idle"
+    backdate(store, "idle", minutes=2)
+    assert store.events.prune(through_seq=6) == 4
+    with pytest.raises(CursorExpired):  # it cannot go back before the floor
+        store.consumers.reset("idle", to=3)
+
+
+def backdate(store: Store, name: str, *, minutes: int) -> None:
+    """The consumer last acked (and registered) `minutes` ago."""
+    then = int(time.time() * 1000) - minutes * 60_000
+    engine = sa.create_engine(store.url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "UPDATE consumers SET registered_at_ms = :then, last_ack_at_ms = :then "
+                    "WHERE name = :name"
+                ),
+                {"then": then, "name": name},
+            )
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.sync_api
+def test_a_register_waiting_for_a_prune_sees_the_floor_it_raised(store: Store) -> None:
+    """Another store (another process's write path) registers at seq 3 while a prune's first
+    transaction holds the log's row and has raised the floor to 5: the register waits for it,
+    then refuses, and no consumer is left below the floor."""
+    log_of(store, 8)
+    store.consumers.register("ahead", start="now")  # the minimum level is raised already
+    other = Store.open(store.url)
+    outcome: list[object] = []
+
+    def register() -> None:
+        try:
+            outcome.append(other.consumers.register("late", start=3))
+        except CursorExpired as error:
+            outcome.append(error)
+
+    try:
+        with store.unit_of_work() as uow:
+            uow.events.lock_log()
+            uow.events.raise_floor(5)
+            late = threading.Thread(target=register)
+            late.start()
+            late.join(0.5)
+            assert late.is_alive()  # waiting for the log's row (or SQLite's write lock)
+            uow.commit()
+        late.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], CursorExpired)
+        assert (outcome[0].pruned_through, outcome[0].cursor) == (5, 3)
+        assert [status.name for status in store.consumers.list()] == ["ahead"]
+    finally:
+        other.close()
+
+
+@pytest.mark.sync_api
+def test_a_prune_waiting_for_a_register_stops_at_its_position(store: Store) -> None:
+    """Another store prunes through seq 6 while a register's transaction holds the log's row
+    with a new consumer at seq 3: the prune waits for it, reads the positions then, and stops
+    at 3."""
+    log_of(store, 8)
+    store.consumers.register("ahead", start="now")
+    other = Store.open(store.url)
+    pruned: list[int] = []
+    try:
+        with store.unit_of_work() as uow:
+            uow.events.lock_log()
+            uow.consumers.insert(StoredConsumer("late", "{}", 3, 1, None, None))
+            prune = threading.Thread(
+                target=lambda: pruned.append(other.events.prune(through_seq=6))
+            )
+            prune.start()
+            prune.join(0.5)
+            assert prune.is_alive()
+            uow.commit()
+        prune.join(10)
+        assert pruned == [3]
+        assert store.events.pruned_through() == 3
+    finally:
+        other.close()
