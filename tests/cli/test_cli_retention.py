@@ -272,6 +272,8 @@ def test_db_prune_stops_at_a_consumer_unless_allowed_behind(
         f"pruned 3 event(s); pruned_through 3, frontier 10\nstopped at seq 3: {held}",
         "",
     )
-    assert run(
-        capsys, *url, "db", "prune", "--through-seq", "6", "--allow-consumers-behind"
-    ) == (0, "pruned 3 event(s); pruned_through 6, frontier 10\n", "")
+    assert run(capsys, *url, "db", "prune", "--through-seq", "6", "--allow-consumers-behind") == (
+        0,
+        "pruned 3 event(s); pruned_through 6, frontier 10\n",
+        "",
+    )
