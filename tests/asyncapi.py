@@ -51,6 +51,12 @@ class _Service:
         if name.startswith("_") or name == "writing_in_this_thread":
             return getattr(self._service._service, name)
         method = getattr(self._service, name)  # a public name the async API lacks: a failure
+        if name == "follow" and inspect.iscoroutinefunction(method):  # a consumer's: awaited
+
+            def follow_consumer(*args: Any, **kwargs: Any) -> SyncFollower:
+                return SyncFollower(self._loop.run(method(*args, **kwargs)), self._loop)
+
+            return follow_consumer
         if name == "follow":  # a plain call; the follower starts (checks its cursor) when awaited
 
             def follow(*args: Any, **kwargs: Any) -> SyncFollower:

@@ -596,4 +596,4 @@ class FakeServices:
         self.checkpoints = CheckpointService(store)
         self.projection = ProjectionService(store)
         self.index = ProjectIndex(store)
-        self.consumers = ConsumerService(store)
+        self.consumers = ConsumerService(store, self.events.load, self.following)

@@ -27,6 +27,8 @@ worker and is dropped).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractContextManager, asynccontextmanager
 from types import TracebackType
@@ -34,6 +36,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from ._aio_workers import DEFAULT_THREADS, MAX_THREADS, _thread_count, _Workers
 from ._arguments import Given, Int64, validate_arguments
+from ._validation import Id
 from .api_events import ApiEvent, ApiEventFilter, ApiEventPage, page_json
 from .config import StoreOptions
 from .errors import InvalidRecord, StoreClosed
@@ -198,7 +201,14 @@ class AsyncCheckpointService(_Service[CheckpointService]):
 
 
 class AsyncConsumerService(_Service[ConsumerService]):
-    """`async_store.consumers`: `ConsumerService`, awaitable."""
+    """`async_store.consumers`: `ConsumerService`, awaitable; `wait_until` waits without
+    holding a thread, and `follow` gives an `AsyncFollower`."""
+
+    def __init__(
+        self, service: ConsumerService, workers: _Workers, following: AsyncFollowing
+    ) -> None:
+        super().__init__(service, workers)
+        self._following = following
 
     register = _awaitable(ConsumerService.register)
     get = _awaitable(ConsumerService.get)
@@ -206,6 +216,55 @@ class AsyncConsumerService(_Service[ConsumerService]):
     remove = _awaitable(ConsumerService.remove)
     reset = _awaitable(ConsumerService.reset)
     ack = _awaitable(ConsumerService.ack)
+    position = _awaitable(ConsumerService.position)
+
+    @_with_doc_of(ConsumerService.follow)
+    @validate_arguments()
+    async def follow(self, name: Id, *, limit: int = 100) -> AsyncFollower:
+        """`ConsumerService.follow`, awaited (it reads the consumer's position first, on a
+        worker): an `AsyncFollower`, started, from the consumer's position."""
+        start = self._service._follow_start
+        event_filter, position = await self._workers.run(start, name)
+        load = self._service._load
+        side = self._following
+        return AsyncFollower(
+            side, load, event_filter, position, page_size(limit), started=True, strict=True
+        )
+
+    @_with_doc_of(ConsumerService.wait_until)
+    @validate_arguments()
+    async def wait_until(self, name: Id, seq: Int64, *, timeout: object) -> bool:
+        """`ConsumerService.wait_until`, awaited without holding a thread: the acks' signal
+        calls the loop back, and only the reads of the position go to a worker."""
+        seconds = _timeout(timeout)
+        following = self._following.following
+        acks = following.watched_acks()
+        loop = asyncio.get_running_loop()
+        moved = asyncio.Event()
+
+        def wake() -> None:  # with the signal's lock held: returns at once
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(moved.set)
+
+        deadline = time.monotonic() + seconds
+        acks.add_listener(wake)
+        following.signal.waiter_joined()  # the SQLite watcher reads while someone waits
+        try:
+            while True:
+                moved.clear()  # before the read: a later ack sets it
+                if await self._workers.run(self._service.position, name) >= seq:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if acks.closed or self._workers.closed:
+                    raise StoreClosed("wait for a consumer: the store was closed")
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(left):
+                        await moved.wait()
+        finally:
+            acks.remove_listener(wake)
+            following.signal.waiter_left()
 
 
 class AsyncProjectionService(_Service[ProjectionService]):
@@ -384,7 +443,7 @@ class AsyncStore(_AsyncReads):
         each event loop, on which the web layer's streams wait."""
         super().__init__(store, workers, self.following)
         self.faults = AsyncFaultService(store.faults, workers)
-        self.consumers = AsyncConsumerService(store.consumers, workers)
+        self.consumers = AsyncConsumerService(store.consumers, workers, self.following)
 
     @classmethod
     async def open(

@@ -57,7 +57,7 @@ class Store(_Reads):
         self.schema = schema
         self._database = database
         self.faults = FaultService(database)
-        self.consumers = ConsumerService(database)
+        self.consumers = ConsumerService(database, self.events.load, following)
         """Durable consumers: named positions in the log that the store keeps."""
 
     @classmethod

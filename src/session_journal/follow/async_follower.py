@@ -81,14 +81,17 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         limit: int,
         *,
         started: bool = False,
+        strict: bool = False,
     ) -> None:
         """Prefer `async_store.events.follow`. `side` is the async store's `AsyncFollowing`,
         `load` reads a page from the database (`store.events.load`); `started`: `after_seq`
-        is checked already."""
+        is checked already; `strict`: a durable consumer's follower (see `Follower`)."""
         self._side = side
         following = side.following
         self._following = following
-        self._follower = following.follower(load, event_filter, after_seq or 0, limit)
+        self._follower = following.follower(
+            load, event_filter, after_seq or 0, limit, strict=strict
+        )
         self._after_seq = after_seq
         self._started = started  # whether the cursor is checked (or, for None, read)
         self._start_lock = asyncio.Lock()

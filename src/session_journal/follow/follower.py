@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 
 from ..api_events import ApiEventFilter, ApiEventPage
-from ..errors import StoreClosed
+from ..errors import CursorExpired, StoreClosed
 from .cursors import check_cursor, page_after
 from .wakeups import CommitSignal
 from .window import SharedTail
@@ -43,9 +43,15 @@ class Follower(Iterator[ApiEventPage]):
         event_filter: ApiEventFilter | None,
         cursor: int,
         limit: int,
+        *,
+        strict: bool = False,
     ) -> None:
         """Prefer `store.events.follow`. `load` reads a page from the database (`events.load`),
-        `tail` is the store's shared window and `signal` its commit signal."""
+        `tail` is the store's shared window and `signal` its commit signal. `strict`: the
+        follower of a durable consumer, for which a cursor of 0 is the position before the
+        first event ever appended, not "the oldest retained event": it expires
+        (`CursorExpired`) once anything is pruned."""
+        self._strict = strict
         self._load = load
         self._tail = tail
         self._filter = event_filter
@@ -187,6 +193,8 @@ class Follower(Iterator[ApiEventPage]):
         """`page`, read after `cursor` in a snapshot whose floor of the pruned log was
         `pruned_through`, remembered as the last read; `CursorExpired` if the cursor is below
         that floor (events after it were pruned), `CursorAhead` if it is above the frontier."""
+        if self._strict and cursor < pruned_through:
+            raise CursorExpired(pruned_through, cursor)
         check_cursor(cursor, page.latest_seq, pruned_through)
         self.last_read = page
         return page

@@ -1,5 +1,6 @@
 """`Following`: the one object per store that owns what following its log takes: the commit
-signal, the wake-up source of other processes' commits and the window of recent events. A
+signal (and the signal of consumers' acks), the wake-up source of other processes' commits and
+the window of recent events. A
 `Store` makes it when it opens (`store.following`); a snapshot has none (nothing commits into
 it) and builds no window."""
 
@@ -57,6 +58,7 @@ class Following:
     def _fresh(self) -> None:
         self._lock = threading.Lock()
         self._signal = CommitSignal()
+        self._acks = CommitSignal()
         self._source: SqliteWatcher | PostgresListener | None = None
         self._window = SharedTail(self._database)
 
@@ -84,6 +86,19 @@ class Following:
                     self._pid = os.getpid()
         return self._signal
 
+    @property
+    def acks(self) -> CommitSignal:
+        """The signal of consumers' positions (see `wakeups`), without starting the wake-up
+        source; after `fork`, the child's own (see `signal`)."""
+        self.signal  # noqa: B018 (the fork check)
+        return self._acks
+
+    def watched_acks(self) -> CommitSignal:
+        """The signal of consumers' positions, with the wake-up source of other processes'
+        commits started (see `watched_signal`)."""
+        self.watched_signal()
+        return self._acks
+
     def watched_signal(self) -> CommitSignal:
         """The commit signal, with the source of other processes' commits started (the first
         call starts it: one per store, whatever the number of followers)."""
@@ -93,9 +108,9 @@ class Following:
                 name = self._database.dialect_name
                 connect = self._database.dedicated_connection
                 if name == "sqlite":
-                    self._source = SqliteWatcher(signal, connect)
+                    self._source = SqliteWatcher(signal, connect, self._acks)
                 elif name == "postgresql":
-                    self._source = PostgresListener(signal, connect)
+                    self._source = PostgresListener(signal, connect, self._acks)
                 if self._source is not None:
                     self._source.start()
         return signal
@@ -107,14 +122,21 @@ class Following:
             return self._source
 
     def follower(
-        self, load: Load, event_filter: ApiEventFilter | None, cursor: int, limit: int
+        self,
+        load: Load,
+        event_filter: ApiEventFilter | None,
+        cursor: int,
+        limit: int,
+        *,
+        strict: bool = False,
     ) -> Follower:
         """A follower of the log from `cursor` (checked already: `start_cursor`), `limit`
         events a page at most, reading the database with `load` when the window cannot
-        answer. `StoreClosed` once the store closed."""
+        answer; `strict`: a durable consumer's (see `Follower`). `StoreClosed` once the store
+        closed."""
         self._database.check_followable("follow events")
         signal = self.watched_signal()
-        return Follower(load, self.window, signal, event_filter, cursor, limit)
+        return Follower(load, self.window, signal, event_filter, cursor, limit, strict=strict)
 
     def start_cursor(self, after_seq: int | None) -> int:
         """Where a follower starts: `after_seq`, checked against the log's frontier and floor
@@ -131,6 +153,7 @@ class Following:
     def close(self) -> None:
         """The store closes: every follower returns, for good, and the source stops."""
         self.signal.close()
+        self._acks.close()
         with self._lock:
             source = self._source
         if source is not None:

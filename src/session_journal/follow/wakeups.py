@@ -18,6 +18,12 @@ Sources, one of each per store whatever the number of followers:
   delivers it at commit); stores of other schemas of the same database ignore it. When that
   connection drops, the listener pulses (followers read the log again) and reconnects; until it
   is back, and wherever `LISTEN` cannot be used, it pulses every `FALLBACK_POLL_S` instead.
+
+A second signal per store, `acks`, moves when a durable consumer's position may have moved
+(`store.consumers.wait_until` waits for it): after each ack, register and reset of this
+process; on SQLite whenever the watcher sees another connection's commit; on PostgreSQL on a
+notification on `ACK_CHANNEL` of its own, which an ack sends and which does not move the
+followers' signal (and whenever the listener reconnects or polls).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..storage.repositories.consumers import ACK_CHANNEL
 from ..storage.repositories.events import CHANNEL
 
 SQLITE_POLL_S = 0.005
@@ -165,8 +172,10 @@ class _Source:
 
     name = "source"
 
-    def __init__(self, signal: CommitSignal) -> None:
+    def __init__(self, signal: CommitSignal, acks: CommitSignal | None = None) -> None:
+        """`signal`: the followers'; `acks`: the consumers' positions' (see the module)."""
         self._signal = signal
+        self._acks = acks
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -193,7 +202,13 @@ class _Source:
             self._run()
         except Exception:  # never silently: followers then fall back to their own timeouts
             _log.exception("%s stopped", self.name)
-            self._signal.pulse()
+            self._pulse_all()
+
+    def _pulse_all(self) -> None:
+        """Anything may have committed: both signals move."""
+        self._signal.pulse()
+        if self._acks is not None:
+            self._acks.pulse()
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -206,8 +221,10 @@ class SqliteWatcher(_Source):
 
     name = "SQLite watcher"
 
-    def __init__(self, signal: CommitSignal, connect: Callable[[], Any]) -> None:
-        super().__init__(signal)
+    def __init__(
+        self, signal: CommitSignal, connect: Callable[[], Any], acks: CommitSignal | None = None
+    ) -> None:
+        super().__init__(signal, acks)
         self._connect = connect  # a new sqlite3 connection (autocommit: no read stays open)
 
     def _run(self) -> None:
@@ -223,7 +240,7 @@ class SqliteWatcher(_Source):
                     continue
                 version = self._version(connection)
                 if version != last:
-                    self._signal.pulse()
+                    self._pulse_all()
                     quiet = 0
                 else:
                     quiet += 1
@@ -239,13 +256,16 @@ class SqliteWatcher(_Source):
 
 
 class PostgresListener(_Source):
-    """`LISTEN`s on `CHANNEL` on a connection of its own and pulses on each notification. When
-    the connection drops: pulse, poll every `FALLBACK_POLL_S` and reconnect with back-off."""
+    """`LISTEN`s on `CHANNEL` (and `ACK_CHANNEL`) on a connection of its own and pulses the
+    followers' signal (the acks' signal) on each notification. When the connection drops:
+    pulse both, poll every `FALLBACK_POLL_S` and reconnect with back-off."""
 
     name = "PostgreSQL listener"
 
-    def __init__(self, signal: CommitSignal, connect: Callable[[], Any]) -> None:
-        super().__init__(signal)
+    def __init__(
+        self, signal: CommitSignal, connect: Callable[[], Any], acks: CommitSignal | None = None
+    ) -> None:
+        super().__init__(signal, acks)
         self._connect = connect  # a new psycopg connection (autocommit)
         self._connection: Any = None
         self.connections = 0  # connections made, for tests
@@ -261,11 +281,11 @@ class PostgresListener(_Source):
                 self.listening.clear()
                 _log.warning("PostgreSQL listener: %s; polling until it reconnects", error)
             self._close_connection()
-            self._signal.pulse()  # followers read the log again: nothing is lost meanwhile
+            self._pulse_all()  # followers read the log again: nothing is lost meanwhile
             deadline = time.monotonic() + pause
             while not self._stopping.is_set() and time.monotonic() < deadline:
                 self._stopping.wait(min(FALLBACK_POLL_S, pause))
-                self._signal.pulse()
+                self._pulse_all()
             pause = min(pause * 2, RECONNECT_S[1])
 
     def _listen(self) -> None:
@@ -273,11 +293,17 @@ class PostgresListener(_Source):
         self.connections += 1
         schema = connection.execute("SELECT current_schema()").fetchone()[0]
         connection.execute(f"LISTEN {CHANNEL}")
-        self._signal.pulse()  # what committed before LISTEN took effect is read again
+        if self._acks is not None:
+            connection.execute(f"LISTEN {ACK_CHANNEL}")
+        self._pulse_all()  # what committed before LISTEN took effect is read again
         self.listening.set()
         while not self._stopping.is_set():
             for notification in connection.notifies(timeout=0.2, stop_after=1):
-                if notification.payload == schema:  # not another schema's store
+                if notification.payload != schema:  # another schema's store
+                    continue
+                if notification.channel == ACK_CHANNEL and self._acks is not None:
+                    self._acks.pulse()
+                else:
                     self._signal.pulse()
 
     def _close_connection(self) -> None:

@@ -17,6 +17,7 @@ The rules, each kept in the transaction that decides it:
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -25,10 +26,14 @@ from .._arguments import Given, Int64, Passed, validate_arguments
 from .._clock import now_ms
 from .._validation import Id
 from ..api_events import ApiEventFilter
-from ..errors import ConsumerNotFound, CursorAhead, CursorExpired, InvalidRecord
+from ..errors import ConsumerNotFound, CursorAhead, CursorExpired, InvalidRecord, StoreClosed
+from ..follow.cursors import check_cursor
+from ..follow.follower import Follower
+from ..follow.following import Following, Load
 from ..records import ConsumerStatus
 from ..storage.protocols import ReadContext, Transactions, WriteContext
 from ..storage.repositories import StoredConsumer
+from .events import _timeout, page_size
 
 MAX_IDLE_S = 366 * 86_400.0
 """The longest `max_idle_s` of a consumer (a year and a day)."""
@@ -44,8 +49,12 @@ MaxIdle = Annotated[float, Field(ge=1.0, le=MAX_IDLE_S, allow_inf_nan=False)]
 class ConsumerService:
     """`store.consumers`."""
 
-    def __init__(self, transactions: Transactions) -> None:
+    def __init__(self, transactions: Transactions, load: Load, following: Following) -> None:
+        """`load`: how a consumer's follower reads a page (`store.events.load`); `following`:
+        the store's (`Store.following`), on which followers and `wait_until` wait."""
         self._transactions = transactions
+        self._load = load
+        self._following = following
 
     @validate_arguments()
     def register(
@@ -86,6 +95,7 @@ class ConsumerService:
             uow.commit()
 
         self._transactions.submit(work, f"register consumer {name!r}")
+        self._moved()
         return self.get(name)
 
     @validate_arguments()
@@ -115,6 +125,7 @@ class ConsumerService:
             uow.commit()
 
         self._transactions.submit(work, f"remove consumer {name!r}")
+        self._moved()
 
     @validate_arguments()
     def reset(self, name: Id, *, to: Start) -> ConsumerStatus:
@@ -130,6 +141,7 @@ class ConsumerService:
             uow.commit()
 
         self._transactions.submit(work, f"reset consumer {name!r}")
+        self._moved()
         return self.get(name)
 
     @validate_arguments()
@@ -151,7 +163,91 @@ class ConsumerService:
                 )
             uow.commit()
 
-        self._transactions.submit(work, f"ack consumer {name!r}", uow)
+        if uow is None:
+            self._transactions.submit(work, f"ack consumer {name!r}")
+            self._moved()
+            return
+
+        def in_unit_of_work(uow: WriteContext) -> None:
+            work(uow)
+            uow.after_commit(self._moved)  # the caller's commit wakes `wait_until`
+
+        self._transactions.submit(in_unit_of_work, f"ack consumer {name!r}", uow)
+
+    @validate_arguments()
+    def follow(self, name: Id, *, limit: int = 100) -> Follower:
+        """A `Follower` of the consumer: the pages of the events its filter selects, after its
+        stored position, as they commit (as `store.events.follow` gives them). Acks stay
+        explicit: the follower moves its own cursor, not the consumer's position.
+        `ConsumerNotFound` if it is not registered; `CursorExpired` if its position is below the
+        floor of the pruned log (it was idle past `max_idle_s`, or a prune was forced past it:
+        `reset` it). A consumer at the very beginning of the log (position 0) expires too once
+        anything is pruned, also while it follows: its events are gone."""
+        event_filter, position = self._follow_start(name)
+        return self._following.follower(
+            self._load, event_filter, position, page_size(limit), strict=True
+        )
+
+    def _follow_start(self, name: str) -> tuple[ApiEventFilter, int]:
+        """The filter and position a follower of the consumer starts from, checked against the
+        floor and the frontier read with them (`follow`'s errors)."""
+        with self._transactions.reading(f"follow consumer {name!r}") as read:
+            stored = read.consumers.get(name)
+            if stored is None:
+                raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            version = read.events.version()
+        check_position(stored.position, version.latest_seq, version.pruned_through)
+        return _filter_of(stored), stored.position
+
+    @validate_arguments()
+    def wait_until(self, name: Id, seq: Int64, *, timeout: object) -> bool:
+        """Block until the consumer's position is at or past `seq` (read-your-writes: a writer
+        waits for a projector to have handled its event), then `True`; `False` once `timeout`
+        seconds (0 to 3,600) pass first. Woken by acks, of this process or another, not by
+        polling: on PostgreSQL an ack notifies on a channel of its own. `ConsumerNotFound` if it
+        is not registered (or is removed meanwhile)."""
+        seconds = _timeout(timeout)
+        self._transactions.check_followable("wait for a consumer")
+        following = self._following
+        acks = following.watched_acks()
+        deadline = time.monotonic() + seconds
+        following.signal.waiter_joined()  # the SQLite watcher reads while someone waits
+        try:
+            while True:
+                generation = acks.generation  # before the read: a later ack moves it
+                if self.position(name) >= seq:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if acks.closed:
+                    raise StoreClosed("wait for a consumer: the store was closed")
+                acks.wait_past(generation, left)
+        finally:
+            following.signal.waiter_left()
+
+    @validate_arguments()
+    def position(self, name: Id) -> int:
+        """The consumer's position now (one read, no lag computed); `ConsumerNotFound` if it is
+        not registered."""
+        with self._transactions.reading(f"read the position of consumer {name!r}") as read:
+            stored = read.consumers.get(name)
+        if stored is None:
+            raise ConsumerNotFound(f"consumer {name!r} is not registered")
+        return stored.position
+
+    def _moved(self) -> None:
+        """A position moved in this process: `wait_until` reads again."""
+        self._following.acks.pulse()
+
+
+def check_position(position: int, latest: int, floor: int) -> None:
+    """A consumer's position, checked as a follower's cursor is, but stricter: below the floor
+    it has expired (`CursorExpired`), 0 included (a consumer at 0 has read nothing, and some of
+    its events are gone); above the frontier it comes from another database (`CursorAhead`)."""
+    if position < floor:
+        raise CursorExpired(floor, position)
+    check_cursor(position, latest, floor)
 
 
 def _filter_of(stored: StoredConsumer) -> ApiEventFilter:

@@ -3,7 +3,7 @@ forward by acks, and the lowest position that still holds retention back."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -14,6 +14,11 @@ CONSUMERS_LEVEL = 12
 """The schema level of code that knows consumers: the first `register` raises the database's
 `minimum_compatible_level` to it, so that older code, which would prune past a consumer's
 position, refuses the database."""
+
+
+ACK_CHANNEL = "session_journal_acks"
+"""The PostgreSQL notification channel of consumers' acks (its payload: the store's schema):
+`wait_until` is woken by it, and the followers are not (`session_journal.follow.wakeups`)."""
 
 
 class StoredConsumer(NamedTuple):
@@ -59,6 +64,12 @@ _ACK = (
         }
     )
 )
+# PostgreSQL: the ack's statement also sends its `NOTIFY` (delivered at commit, dropped by a
+# rollback): no round trip of its own.
+_ACK_NOTIFY: sa.ColumnElement[Any] = sa.literal_column(
+    f"pg_notify('{ACK_CHANNEL}', current_schema())"
+)
+_ACK_PG = _ACK.returning(_ACK_NOTIFY)
 _NOW_MS = sa.bindparam("now_ms", type_=sa.BigInteger)
 # A consumer holds retention back while it is live: it has no `max_idle_ms`, or it acked (or
 # registered, or was reset) within it; and while its position is not below the floor (one that
@@ -129,8 +140,9 @@ class ConsumerRepository:
         """Move the consumer's position up to `seq` (never down) and record the ack's time, if
         the consumer exists and `seq` is not above the frontier; whether it did."""
         arguments = {"consumer": name, "seq": seq, "acked_at_ms": now_ms}
-        moved = self._connection.execute(_ACK, arguments)
-        return bool(moved.rowcount)
+        if self._connection.dialect.name == "postgresql":
+            return bool(self._connection.execute(_ACK_PG, arguments).fetchall())
+        return bool(self._connection.execute(_ACK, arguments).rowcount)
 
     def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
         """The lowest position of the consumers that hold retention back at `now_ms` (live,
