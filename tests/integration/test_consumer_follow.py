@@ -24,7 +24,9 @@ from tests.helpers import append_raw
 
 pytestmark = pytest.mark.both_apis
 
-FAULT = '{"type":"session_fault","data":{"reason":"startup_failed","message":"m","command_id":null}}'
+FAULT = (
+    '{"type":"session_fault","data":{"reason":"startup_failed","message":"m","command_id":null}}'
+)
 ACTIVITY = (
     '{"type":"activity_changed","data":{"activity":{"state":"s","details":{"kind":"turn",'
     '"turn_started_at_ms":1},"is_idle":false,"waiting_for_input":false,"capacity_retry":false}}}'
