@@ -50,6 +50,7 @@ from .services.faults import FaultService
 from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
+from .storage.protocols import LoopWrite, LoopWriter
 from .storage.unit_of_work import UnitOfWork
 from .store import Snapshot, Store
 
@@ -145,6 +146,38 @@ class AsyncActivityService(_Service[ActivityService]):
     get = _awaitable(ActivityService.get)
 
 
+class _LoopWrites:
+    """The lone writes an async service started on event loops (`storage/loop_writes.py`):
+    started there when the store can (PostgreSQL, nothing else of the process writing), and
+    awaited by `AsyncStore.close`."""
+
+    def __init__(self, loop_writes: LoopWriter | None, workers: _Workers) -> None:
+        self._loop_writes = loop_writes
+        self._workers = workers
+        self._on_loop: set[asyncio.Task[Any]] = set()  # lone writes running on a loop
+
+    def start(self, write: LoopWrite[T], action: str) -> asyncio.Future[T] | None:
+        """`write` started on the running loop, shielded (a caller cancelled leaves its one
+        statement to run to its end), if it may run there now; `None` otherwise (the caller
+        runs the call on a worker)."""
+        loop_writes = self._loop_writes
+        if loop_writes is None or self._workers.closed:
+            return None
+        started = loop_writes.start(write, action)
+        if started is None:
+            return None
+        self._on_loop.add(started)
+        started.add_done_callback(self._on_loop.discard)
+        return asyncio.shield(started)
+
+    async def settled(self) -> None:
+        """Return once the lone writes started on the running loop have ended."""
+        loop = asyncio.get_running_loop()
+        running = [task for task in self._on_loop if task.get_loop() is loop]
+        if running:
+            await asyncio.wait(running)
+
+
 class AsyncFaultService(_Service[FaultService]):
     """`async_store.faults`: `FaultService`, awaitable. On PostgreSQL a lone startup fault runs
     on the event loop itself when nothing else of the process writes (`storage/loop_writes.py`):
@@ -152,40 +185,29 @@ class AsyncFaultService(_Service[FaultService]):
 
     def __init__(self, service: FaultService, workers: _Workers) -> None:
         super().__init__(service, workers)
-        self._on_loop: set[asyncio.Task[Any]] = set()  # lone writes running on a loop
+        self.on_loop = _LoopWrites(service.loop_writes, workers)
 
     @_twin_of(FaultService.record_startup_fault)
     async def record_startup_fault(self, /, *args: Any, **kwargs: Any) -> bool:
         # On PostgreSQL, when nothing else of the process writes, its one statement runs on
         # the event loop itself, on a connection of the store's own (`storage/loop_writes.py`);
         # otherwise on a worker, as every call.
-        loop_writes = self._service.loop_writes
-        if loop_writes is not None and not self._workers.closed:
+        if self._service.loop_writes is not None and not self._workers.closed:
             try:
                 lone = _lone_arguments(*args, **kwargs)
             except TypeError:  # a call that does not bind: the sync method says why
                 lone = None
             if lone is not None:
                 append, action = self._service.startup_fault(*lone)  # checked here
-                started = loop_writes.start(append, action)
+                started = self.on_loop.start(append, action)
                 if started is not None:
-                    self._on_loop.add(started)
-                    started.add_done_callback(self._on_loop.discard)
-                    # Shielded: a caller cancelled leaves the statement to run to its end.
-                    return await asyncio.shield(started)
+                    return await started
         return await self._workers.run(self._service.record_startup_fault, *args, **kwargs)
-
-    async def settled(self) -> None:
-        """Return once the lone writes this service started on the running loop have ended
-        (`AsyncStore.close` waits for them, as for the calls running on workers)."""
-        loop = asyncio.get_running_loop()
-        running = [task for task in self._on_loop if task.get_loop() is loop]
-        if running:
-            await asyncio.wait(running)
 
 
 def _lone_arguments(session_id: Any, message: Any, *, uow: Any = None) -> tuple[Any, Any] | None:
-    """The arguments of a `record_startup_fault` that may run on the loop (without `uow`)."""
+    """The arguments of a call that may run on the loop (without `uow`): a startup fault's
+    `(session_id, message)`, an ack's `(name, seq)`."""
     return (session_id, message) if uow is None else None
 
 
@@ -209,14 +231,35 @@ class AsyncConsumerService(_Service[ConsumerService]):
     ) -> None:
         super().__init__(service, workers)
         self._following = following
+        self.on_loop = _LoopWrites(service.loop_writes, workers)
 
     register = _awaitable(ConsumerService.register)
     get = _awaitable(ConsumerService.get)
     list = _awaitable(ConsumerService.list)
     remove = _awaitable(ConsumerService.remove)
     reset = _awaitable(ConsumerService.reset)
-    ack = _awaitable(ConsumerService.ack)
     position = _awaitable(ConsumerService.position)
+
+    @_twin_of(ConsumerService.ack)
+    async def ack(self, /, *args: Any, **kwargs: Any) -> None:
+        # As a startup fault: on PostgreSQL, when nothing else of the process writes, its one
+        # statement runs on the event loop itself; otherwise on a worker.
+        if self._service.loop_writes is not None and not self._workers.closed:
+            try:
+                lone = _lone_arguments(*args, **kwargs)
+            except TypeError:  # a call that does not bind: the sync method says why
+                lone = None
+            if lone is not None:
+                acked, action = self._service._ack_write(*lone)  # checked here
+                started = self.on_loop.start(acked, action)
+                if started is not None:
+                    moved = await started
+                    if moved:
+                        self._service._acked(*lone, moved)
+                    else:  # why: read on a worker
+                        await self._workers.run(self._service._acked, *lone, moved)
+                    return
+        await self._workers.run(self._service.ack, *args, **kwargs)
 
     @_with_doc_of(ConsumerService.follow)
     @validate_arguments()
@@ -517,7 +560,9 @@ class AsyncStore(_AsyncReads):
         raises `UsageError` and closes nothing."""
         self._workers.shutdown(self._store.close if self._owns else None)
         self.following.close()  # its followers and waits end
-        await self.faults.settled()  # a lone write running on this loop finishes first
+        # The lone writes running on this loop finish first.
+        await self.faults.on_loop.settled()
+        await self.consumers.on_loop.settled()
         await self._workers.ended()
 
     async def __aenter__(self) -> AsyncStore:

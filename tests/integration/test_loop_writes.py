@@ -199,7 +199,7 @@ def test_a_cancelled_async_lone_append_on_the_loop_returns_at_once_and_its_state
                     await task
                 assert time.monotonic() - started < 0.1
                 holder.rollback()
-            await store.faults.settled()  # the statement, left to run
+            await store.faults.on_loop.settled()  # the statement, left to run
             assert on_loop.alone == alone + 1
             assert on_loop._connection is not None  # kept: it ended as it should
             assert await store.faults.record_startup_fault("S", "after") is True

@@ -31,7 +31,8 @@ from ..follow.cursors import check_cursor
 from ..follow.follower import Follower
 from ..follow.following import Following, Load
 from ..records import ConsumerStatus
-from ..storage.protocols import ReadContext, Transactions, WriteContext
+from ..storage.lone import Ack
+from ..storage.protocols import LoopWriter, ReadContext, Transactions, WriteContext
 from ..storage.repositories import StoredConsumer
 from .events import _timeout, page_size
 
@@ -153,26 +154,49 @@ class ConsumerService:
         the caller's own writes: a projector whose read model is in the store's database handles
         each event exactly once. `ConsumerNotFound` if it is not registered."""
 
-        def work(uow: WriteContext) -> None:
-            if not uow.consumers.ack(name, seq, now_ms()):
-                if uow.consumers.get(name) is None:
-                    raise ConsumerNotFound(f"consumer {name!r} is not registered")
-                raise InvalidRecord(
-                    f"ack of consumer {name!r}: seq {seq} is above the frontier "
-                    f"{uow.events.latest_seq()}; nothing was written"
-                )
-            uow.commit()
-
+        acked, action = self._ack(name, seq)
+        if not self._transactions.submit_lone(acked, action, uow):
+            self._refused(name, seq, uow)
         if uow is None:
-            self._transactions.submit(work, f"ack consumer {name!r}")
             self._moved()
-            return
-
-        def in_unit_of_work(uow: WriteContext) -> None:
-            work(uow)
+        else:
             uow.after_commit(self._moved)  # the caller's commit wakes `wait_until`
 
-        self._transactions.submit(in_unit_of_work, f"ack consumer {name!r}", uow)
+    @validate_arguments()
+    def _ack_write(self, name: Id, seq: Int64) -> tuple[Ack, str]:
+        """The lone write `ack(name, seq)` submits, checked as it checks it, and the name of
+        the call for errors: for its async twin, which runs it on its event loop where it can
+        (`loop_writes`)."""
+        return self._ack(name, seq)
+
+    def _ack(self, name: str, seq: int) -> tuple[Ack, str]:
+        return Ack(name, seq, now_ms()), f"ack consumer {name!r}"
+
+    def _acked(self, name: str, seq: int, moved: bool) -> None:
+        """After the lone write of `ack_write` ran (and committed): raise as `ack` does when
+        it matched no row, else wake `wait_until`."""
+        if not moved:
+            self._refused(name, seq, None)
+        self._moved()
+
+    def _refused(self, name: str, seq: int, uow: WriteContext | None) -> None:
+        """Why an ack matched no row (nothing was written): `ConsumerNotFound`, or a seq above
+        the frontier (`InvalidRecord`); read in the caller's unit of work, if any."""
+        with self._transactions.reading(f"ack consumer {name!r}", uow) as read:
+            registered = read.consumers.get(name) is not None
+            latest = read.events.latest_seq()
+        if not registered:
+            raise ConsumerNotFound(f"consumer {name!r} is not registered")
+        raise InvalidRecord(
+            f"ack of consumer {name!r}: seq {seq} is above the frontier {latest}; nothing was "
+            "written"
+        )
+
+    @property
+    def loop_writes(self) -> LoopWriter | None:
+        """Where an async store runs this service's lone writes (acks) on its event loop
+        (PostgreSQL, `storage/loop_writes.py`); `None` where it runs them on a worker."""
+        return self._transactions.loop_writes
 
     @validate_arguments()
     def follow(self, name: Id, *, limit: int = 100) -> Follower:

@@ -13,7 +13,7 @@ seqs, notifications and results; the write path owns the transaction either way.
 
 Which calls are lone writes: those without `uow=` whose statements and arguments do not depend
 on what a read in their transaction finds, today `faults.record_startup_fault` (one event,
-if its session exists).
+if its session exists) and `consumers.ack` (one statement on both backends).
 
 On PostgreSQL a lone append is one statement, a call of the function `session_journal_append_event`
 (revision 0011), sent in autocommit: one round trip (an async store sends the same statement
@@ -37,6 +37,7 @@ from .._validation import EncodedJson
 from . import driver
 from .models import EventSequenceRow, SessionRow
 from .protocols import WriteContext
+from .repositories.consumers import ACK_ORDER, ACK_PG, ACK_SQLITE
 from .repositories.event_pages import API_EVENTS
 from .repositories.events import INSERT_EVENT
 
@@ -71,10 +72,11 @@ class LoneStatements:
     """The statements of lone writes for one engine's dialect, compiled once (the write path
     makes them with its first lone write)."""
 
-    __slots__ = ("append_call", "insert_event", "postgresql", "take_seq")
+    __slots__ = ("ack", "append_call", "insert_event", "postgresql", "take_seq")
 
     def __init__(self, dialect: Dialect) -> None:
         self.postgresql = dialect.name == "postgresql"
+        self.ack = driver.Prepared(dialect, ACK_PG if self.postgresql else ACK_SQLITE, ACK_ORDER)
         if self.postgresql:
             self.append_call = driver.Prepared(dialect, _APPEND_CALL, _EVENT_COLUMNS[1:])
         else:
@@ -134,3 +136,43 @@ class AppendIfSessionExists:
     def _call_args(self) -> tuple[str, int, str, bool]:
         """The arguments of the PostgreSQL function's call."""
         return (self.session_id, self.recorded_at_ms, self.body, True)
+
+
+class Ack:
+    """Move a durable consumer's position up to a seq (never down), recording the ack's time;
+    whether the consumer exists and the seq is not above the frontier (the caller says which
+    failed). A lone write: on both backends one statement (`consumers.ACK_SQLITE`,
+    `ACK_PG`, which also notifies `wait_until`'s waiters on PostgreSQL)."""
+
+    __slots__ = ("acked_at_ms", "name", "seq")
+
+    def __init__(self, name: str, seq: int, acked_at_ms: int) -> None:
+        """Arguments checked by the caller (`name` an id, `seq` a seq)."""
+        self.name = name
+        self.seq = seq
+        self.acked_at_ms = acked_at_ms
+
+    def run(self, uow: WriteContext) -> bool:
+        """The ack on a unit of work (a batch's, or the caller's)."""
+        acked = uow.consumers.ack(self.name, self.seq, self.acked_at_ms)
+        uow.commit()
+        return acked
+
+    def run_together(self, writes: Sequence[Ack], uow: WriteContext) -> list[bool]:
+        """The acks of a batch, in order (one statement each: an ack is one already)."""
+        return [uow.consumers.ack(write.name, write.seq, write.acked_at_ms) for write in writes]
+
+    def run_alone(self, statements: LoneStatements, cursor: driver.LoneCursor) -> bool:
+        """The ack by itself, in the transaction the write path began."""
+        return cursor.first(statements.ack, self._args()) is not None
+
+    async def run_on_loop(
+        self, statements: LoneStatements, connection: driver.LoopConnection
+    ) -> bool:
+        """PostgreSQL: the ack by itself on an event loop's connection, in autocommit."""
+        return await connection.first(statements.ack, self._args()) is not None
+
+    def _args(self) -> tuple[int, int, int, str, int]:
+        """The arguments of the ack's statement, in `ACK_ORDER`."""
+        seq = self.seq
+        return (seq, seq, self.acked_at_ms, self.name, seq)

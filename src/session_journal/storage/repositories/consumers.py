@@ -42,9 +42,10 @@ _COLUMNS = (
 )
 _GET = sa.select(*_COLUMNS).where(ConsumerRow.name == sa.bindparam("name", type_=sa.Text))
 _LIST = sa.select(*_COLUMNS).order_by(ConsumerRow.name)
+# Its constant in its text, so that the ack's statement binds only its arguments (`ACK_ORDER`).
 _FRONTIER = (
     sa.select(EventSequenceRow.last_seq)
-    .where(EventSequenceRow.name == API_EVENTS)
+    .where(EventSequenceRow.name == sa.literal_column(f"'{API_EVENTS}'"))
     .scalar_subquery()
 )
 _SEQ = sa.bindparam("seq", type_=sa.BigInteger)
@@ -64,12 +65,18 @@ _ACK = (
         }
     )
 )
+ACK_SQLITE = _ACK.returning(ConsumerRow.position)
+"""SQLite's ack: a row when it matched (the consumer exists and the seq is not past the
+frontier)."""
 # PostgreSQL: the ack's statement also sends its `NOTIFY` (delivered at commit, dropped by a
 # rollback): no round trip of its own.
 _ACK_NOTIFY: sa.ColumnElement[Any] = sa.literal_column(
     f"pg_notify('{ACK_CHANNEL}', current_schema())"
 )
-_ACK_PG = _ACK.returning(_ACK_NOTIFY)
+ACK_PG = _ACK.returning(_ACK_NOTIFY)
+"""PostgreSQL's ack: `ACK_SQLITE`, sending the acks' notification."""
+ACK_ORDER = ("seq", "seq", "acked_at_ms", "consumer", "seq")
+"""The parameters of the ack's statements, in the order they appear (for `driver.Prepared`)."""
 _NOW_MS = sa.bindparam("now_ms", type_=sa.BigInteger)
 # A consumer holds retention back while it is live: it has no `max_idle_ms`, or it acked (or
 # registered, or was reset) within it; and while its position is not below the floor (one that
@@ -140,9 +147,9 @@ class ConsumerRepository:
         """Move the consumer's position up to `seq` (never down) and record the ack's time, if
         the consumer exists and `seq` is not above the frontier; whether it did."""
         arguments = {"consumer": name, "seq": seq, "acked_at_ms": now_ms}
-        if self._connection.dialect.name == "postgresql":
-            return bool(self._connection.execute(_ACK_PG, arguments).fetchall())
-        return bool(self._connection.execute(_ACK, arguments).rowcount)
+        postgresql = self._connection.dialect.name == "postgresql"
+        statement = ACK_PG if postgresql else ACK_SQLITE
+        return self._connection.execute(statement, arguments).first() is not None
 
     def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
         """The lowest position of the consumers that hold retention back at `now_ms` (live,
