@@ -22,10 +22,14 @@ import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
+from pathlib import Path
 from typing import Any
+
+import sqlalchemy as sa
 
 from session_journal import (
     ApiEventFilter,
+    ApiEventPage,
     LifecycleConflict,
     NotOperationOwner,
     SessionFault,
@@ -276,3 +280,43 @@ def race_recover(child: Child, now: str, delay_s: float) -> int:
     store = child.store
     child.start_together(delay_s)
     return store.checkpoints.recover_interrupted(now)
+
+
+# A projector's read model (`test_killed_projector`): one row per event it handled, written in
+# the transaction that acks the page, so an event handled twice shows as two rows.
+EFFECTS = sa.table("projected_effects", sa.column("seq", sa.BigInteger))
+
+
+def project_page(store: Store, consumer: str, page: ApiEventPage) -> None:
+    """Handle one page: its effects and the ack, in one transaction."""
+    with store.unit_of_work() as uow:
+        for event in page.events:
+            uow.connection.execute(EFFECTS.insert().values(seq=event.seq))
+        store.consumers.ack(consumer, page.next_after_seq, uow=uow)
+        uow.commit()
+
+
+def project_until_killed(child: Child, consumer: str, limit: int, started_path: str) -> None:
+    """Follow the consumer and handle its pages until the parent kills this child; the file at
+    `started_path` is made once the follower started."""
+    store = child.store
+    with store.consumers.follow(consumer, limit=limit) as follower:
+        Path(started_path).touch()
+        while True:
+            page = follower.next_page(timeout=UNKILLED_TIMEOUT_S)
+            if page is None:
+                raise AssertionError("the projector was not killed in time")
+            project_page(store, consumer, page)
+
+
+def project_through(child: Child, consumer: str, limit: int, through_seq: int) -> int:
+    """Follow the consumer and handle its pages until its position reaches `through_seq`; the
+    position then."""
+    store = child.store
+    with store.consumers.follow(consumer, limit=limit) as follower:
+        while store.consumers.position(consumer) < through_seq:
+            page = follower.next_page(timeout=FOLLOW_TIMEOUT_S)
+            if page is None:
+                raise AssertionError(f"no page of {consumer} within {FOLLOW_TIMEOUT_S} s")
+            project_page(store, consumer, page)
+    return store.consumers.position(consumer)
