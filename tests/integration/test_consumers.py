@@ -205,3 +205,24 @@ def test_the_first_register_raises_the_minimum_compatible_level(store: Store) ->
     assert minimum_level(store) == 12
     store.consumers.remove("projector")
     assert minimum_level(store) == 12  # the database has known consumers: it stays
+
+
+def test_a_refused_ack_in_a_unit_of_work_leaves_the_callers_transaction_usable(
+    store: Store,
+) -> None:
+    """An ack with `uow=` is one statement, run without a savepoint: a refusal (no row matched)
+    wrote nothing, and the caller's transaction goes on."""
+    log_of(store, 3)
+    store.consumers.register("projector")
+
+    def work(uow: UnitOfWork) -> None:
+        with pytest.raises(ConsumerNotFound):
+            store.consumers.ack("nobody", 1, uow=uow)
+        with pytest.raises(InvalidRecord, match="above the frontier 3"):
+            store.consumers.ack("projector", 9, uow=uow)
+        store.consumers.ack("projector", 2, uow=uow)
+        assert store.consumers.get("projector", uow=uow).position == 2
+        uow.commit()
+
+    store.run_in_unit_of_work(work)
+    assert store.consumers.get("projector").position == 2

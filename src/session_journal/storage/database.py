@@ -85,9 +85,9 @@ class Database:
     def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:
         """Run a lone write (see `lone.py`): by itself on the write path's short path when no
         one else writes (`WritePath.submit_lone`), else in the next batch; with `uow`, inside
-        that unit of work, as `submit` runs `write.run`."""
+        that unit of work (`UnitOfWork.run_lone`)."""
         if uow is not None:
-            return self._own(uow, action).run_nested(write.run, action)
+            return self._own(uow, action).run_lone(write, action)
         self._forget_parent_after_fork()
         return self.write_path.submit_lone(write, action)
 

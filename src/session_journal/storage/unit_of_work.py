@@ -18,6 +18,7 @@ from . import driver
 from .engines import translate_errors
 from .protocols import (
     ActivityReads,
+    LoneWrite,
     CheckpointReads,
     ConsumerReads,
     EventReads,
@@ -164,6 +165,16 @@ class UnitOfWork:
             return result
         finally:
             self._committer = outer
+
+    def run_lone(self, write: LoneWrite[T], action: str) -> T:
+        """Run a lone write inside this unit of work (`uow=`), without a savepoint: its work is
+        one statement (and events queued only once it succeeded), atomic by itself, and a
+        refusal writes nothing (`LoneWrite.run_together`). A database error is raised as a
+        `StorageError` naming `action`; on PostgreSQL it aborts the transaction, as an error of
+        the caller's own statements does (roll it back)."""
+        self.events.check_open(action)
+        with translate_errors(action):
+            return write.run_together([write], self)[0]
 
     def _undo(self, mark: WorkMark, action: str) -> None:
         self.restore(mark)

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
+from .. import driver
 from ..models import ConsumerRow, EventSequenceRow, SchemaCompatibilityRow
 from .event_pages import API_EVENTS
 
@@ -146,10 +147,15 @@ class ConsumerRepository:
     def ack(self, name: str, seq: int, now_ms: int) -> bool:
         """Move the consumer's position up to `seq` (never down) and record the ack's time, if
         the consumer exists and `seq` is not above the frontier; whether it did."""
+        # On the driver's cursor (the hot-path seam): a projector acks in each transaction.
+        connection = self._connection
+        statement = ACK_PG if connection.dialect.name == "postgresql" else ACK_SQLITE
         arguments = {"consumer": name, "seq": seq, "acked_at_ms": now_ms}
-        postgresql = self._connection.dialect.name == "postgresql"
-        statement = ACK_PG if postgresql else ACK_SQLITE
-        return self._connection.execute(statement, arguments).first() is not None
+        cursor = driver.run(connection, statement, arguments)
+        try:
+            return cursor.fetchone() is not None
+        finally:
+            cursor.close()
 
     def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
         """The lowest position of the consumers that hold retention back at `now_ms` (live,

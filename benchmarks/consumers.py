@@ -1,0 +1,214 @@
+"""Durable consumers: what an ack costs, and how soon `wait_until` wakes.
+
+Per backend (durable: SQLite `synchronous=FULL`, PostgreSQL's commit waiting for its WAL flush;
+a fresh database per row):
+1. ack in the caller's unit of work: a projector's transaction — `store.unit_of_work()` writing
+   one read-model row per event of its page and committing — with `store.consumers.ack(...,
+   uow=uow)` in it, against the same transaction without it, for a page of 1 event and of 10;
+   the two alternate in chunks of 50 for at least 5 rounds, and the ratio is the median of the
+   rounds' ratios of time per transaction (target: <= 1.10).
+2. lone ack against lone append: `store.consumers.ack(name, seq)` against
+   `store.faults.record_startup_fault` (both lone writes, one caller), alternating likewise;
+   the ratio of time per call (target: <= 1.0).
+3. `wait_until` wake latency p50/p99: from the return of an ack to the return of a
+   `wait_until` waiting for it (`time.monotonic`, system-wide on Linux), the acker on the same
+   Store, then in another (spawned) process; targets: those of `follow.py`'s wake-up rows.
+Usage: `consumers.py [--quick] [--only sqlite|postgresql]`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from _databases import POSTGRES
+from _harness import Backend, Scale, backends_to_run, bench_arguments
+from bench import MESSAGE, open_store, session_ids
+from follow import TARGETS as WAKE_TARGETS
+from follow import percentile, verdict
+
+from session_journal import Store
+
+ACK_IN_UOW, LONE_ACK = 1.10, 1.0
+CHUNK = 50
+SCALES = {False: (30, 300), True: (5, 60)}  # rounds; wake-up samples
+READ_MODEL = sa.table("bench_read_model", sa.column("seq", sa.BigInteger))
+Line = tuple[str, str, str, str]  # backend, measure, figure, verdict
+
+
+def alternate(
+    ours: Callable[[int], None], theirs: Callable[[int], None], rounds: int
+) -> tuple[float, float, float]:
+    """Microseconds per call of each (medians of the rounds) and the median of the rounds'
+    ratios ours / theirs; each round runs `CHUNK` calls of each, alternating."""
+    times: dict[Callable[[int], None], list[float]] = {ours: [], theirs: []}
+    ours(CHUNK), theirs(CHUNK)  # warm-up
+    for _ in range(max(rounds, 5)):
+        for work, taken in times.items():
+            started = time.perf_counter()
+            work(CHUNK)
+            taken.append((time.perf_counter() - started) / CHUNK * 1e6)
+    ratios = [a / b for a, b in zip(times[ours], times[theirs], strict=True)]
+    return (
+        statistics.median(times[ours]),
+        statistics.median(times[theirs]),
+        statistics.median(ratios),
+    )
+
+
+def ack_in_unit_of_work(url: str, rounds: int, page: int) -> tuple[float, float, float]:
+    with open_store(url, Scale()) as store:
+        with store.unit_of_work() as uow:
+            uow.connection.execute(sa.text("CREATE TABLE IF NOT EXISTS bench_read_model (seq BIGINT)"))
+            uow.commit()
+        session = session_ids(Scale())[0]
+        for _ in range(10):
+            store.faults.record_startup_fault(session, MESSAGE)
+        store.consumers.register("projector")
+        seq = store.events.latest_seq()
+
+        def projected(count: int, *, ack: bool) -> None:
+            for _ in range(count):
+                with store.unit_of_work() as uow:
+                    for _ in range(page):
+                        uow.connection.execute(READ_MODEL.insert().values(seq=seq))
+                    if ack:
+                        store.consumers.ack("projector", seq, uow=uow)
+                    uow.commit()
+
+        return alternate(
+            lambda count: projected(count, ack=True),
+            lambda count: projected(count, ack=False),
+            rounds,
+        )
+
+
+def lone_ack_against_append(url: str, rounds: int) -> tuple[float, float, float]:
+    with open_store(url, Scale()) as store:
+        sessions = session_ids(Scale())
+        store.faults.record_startup_fault(sessions[0], MESSAGE)
+        store.consumers.register("projector")
+        seq = store.events.latest_seq()  # each ack moves nothing after the first: one UPDATE
+
+        def ack(count: int) -> None:
+            for _ in range(count):
+                store.consumers.ack("projector", seq)
+
+        def append(count: int) -> None:
+            for index in range(count):
+                store.faults.record_startup_fault(sessions[index % len(sessions)], MESSAGE)
+
+        return alternate(ack, append, rounds)
+
+
+def acker(url: str, go: Any, out: Any) -> None:
+    with Store.open(url) as store:
+        store.consumers.ack("projector", 1)  # connect before the first sample
+        out.put(time.monotonic())
+        while (seq := go.get()) is not None:
+            store.consumers.ack("projector", seq)
+            out.put(time.monotonic())
+
+
+def wake_latency(url: str, samples: int, other_process: bool) -> list[float]:
+    """Milliseconds from the ack's return to the waiting `wait_until`'s return, per sample."""
+    woken: list[float] = []
+    with open_store(url, Scale()) as store:
+        session = session_ids(Scale())[0]
+        for _ in range(samples + 2):
+            store.faults.record_startup_fault(session, MESSAGE)
+        store.consumers.register("projector")
+        context = multiprocessing.get_context("spawn")
+        go, out = context.Queue(), context.Queue()
+        process = context.Process(target=acker, args=(url, go, out))
+        if other_process:
+            process.start()
+            out.get(timeout=60)
+        waiting = threading.Event()
+        targets: list[int] = []
+        done = threading.Event()
+
+        def wait() -> None:
+            while not done.is_set():
+                if not targets:
+                    time.sleep(0.0005)
+                    continue
+                seq = targets.pop()
+                waiting.set()
+                assert store.consumers.wait_until("projector", seq, timeout=60)
+                woken.append(time.monotonic())
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        returned: list[float] = []
+        for sample in range(samples):
+            seq = sample + 2
+            waiting.clear()
+            targets.append(seq)
+            waiting.wait(60)
+            time.sleep(0.003)  # the waiter reads, then waits (and the watcher polls)
+            if other_process:
+                go.put(seq)
+                returned.append(out.get(timeout=60))
+            else:
+                store.consumers.ack("projector", seq)
+                returned.append(time.monotonic())
+            deadline = time.monotonic() + 60
+            while len(woken) < len(returned) and time.monotonic() < deadline:
+                time.sleep(0.0002)
+        done.set()
+        thread.join()
+        if other_process:
+            go.put(None)
+            process.join()
+    return [(end - start) * 1e3 for start, end in zip(returned, woken, strict=True)]
+
+
+def run_backend(backend: Backend, quick: bool) -> list[Line]:
+    rounds, samples = SCALES[quick]
+    name, lines = backend.name, []
+    for page in (1, 10):
+        url = backend.fresh_url(f"uow{page}")
+        with_ack, without, ratio = ack_in_unit_of_work(url, rounds, page)
+        figure = f"{with_ack:.0f} us vs {without:.0f} us a transaction ({ratio:.3f}x)"
+        measure = f"ack in the unit of work, page of {page}"
+        lines.append((name, measure, figure, verdict(ratio, ACK_IN_UOW)))
+    ack, append, ratio = lone_ack_against_append(backend.fresh_url("lone"), rounds)
+    figure = f"{ack:.0f} us vs {append:.0f} us a call ({ratio:.3f}x)"
+    lines.append((name, "lone ack vs lone append", figure, verdict(ratio, LONE_ACK)))
+    for other, label in ((False, "same process"), (True, "other process")):
+        ms = wake_latency(backend.fresh_url(f"wake{int(other)}"), samples, other)
+        target = WAKE_TARGETS["same process" if not other else f"{name} {label}"]
+        figure = f"p50 {percentile(ms, 0.5):.2f} ms, p99 {percentile(ms, 0.99):.2f} ms"
+        lines.append(
+            (name, f"wait_until wake, {label}", figure, verdict(percentile(ms, 0.5), target))
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = bench_arguments(__doc__, argv)
+    lines: list[Line] = []
+    with tempfile.TemporaryDirectory(prefix="sj-bench-consumers-") as directory:
+        for backend in backends_to_run(directory, args.only, POSTGRES):
+            try:
+                lines += run_backend(backend, args.quick)
+            finally:
+                backend.drop()
+    print(f"\ndurable consumers{' (--quick)' if args.quick else ''}")
+    header = f"{'backend':<11}{'measure':<36}{'figure':<48}target"
+    print(header + "\n" + "-" * (len(header) + 14))
+    for name, measure, figure, target in lines:
+        print(f"{name:<11}{measure:<36}{figure:<48}{target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
