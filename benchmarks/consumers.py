@@ -66,7 +66,7 @@ def alternate(
 def ack_in_unit_of_work(url: str, rounds: int, page: int) -> tuple[float, float, float]:
     with open_store(url, Scale()) as store:
         with store.unit_of_work() as uow:
-            uow.connection.execute(sa.text("CREATE TABLE IF NOT EXISTS bench_read_model (seq BIGINT)"))
+            uow.connection.execute(sa.text(f"CREATE TABLE {READ_MODEL.name} (seq BIGINT)"))
             uow.commit()
         session = session_ids(Scale())[0]
         for _ in range(10):
