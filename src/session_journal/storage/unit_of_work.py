@@ -18,10 +18,10 @@ from . import driver
 from .engines import translate_errors
 from .protocols import (
     ActivityReads,
-    LoneWrite,
     CheckpointReads,
     ConsumerReads,
     EventReads,
+    LoneWrite,
     ProjectionReads,
     SessionReads,
 )
