@@ -472,8 +472,11 @@ class FakeConsumers:
         ]
         return min(live) if live else None
 
-    def insert(self, consumer: StoredConsumer) -> None:
+    def insert(self, consumer: StoredConsumer) -> bool:
+        if consumer.name in self._state.consumers:
+            return False
         self._state.consumers[consumer.name] = consumer
+        return True
 
     def delete(self, name: str) -> bool:
         return self._state.consumers.pop(name, None) is not None

@@ -162,3 +162,35 @@ def test_a_prune_waiting_for_a_register_stops_at_its_position(store: Store) -> N
         assert store.events.pruned_through() == 3
     finally:
         other.close()
+
+
+@pytest.mark.sync_api
+def test_a_reset_racing_a_projector_that_acks_then_appends_never_deadlocks(store: Store) -> None:
+    """A projector's transaction acks (the consumer's row) and then appends (the log's row, at
+    commit) while another store resets the consumer: the reset takes the rows in that order too,
+    so it waits for the projector and neither fails."""
+    log_of(store, 4)
+    store.consumers.register("projector")
+    other = Store.open(store.url)
+    outcome: list[object] = []
+
+    def reset() -> None:
+        try:
+            outcome.append(other.consumers.reset("projector", to=1).position)
+        except Exception as error:  # the test reads it
+            outcome.append(error)
+
+    try:
+        with store.unit_of_work() as uow:
+            store.consumers.ack("projector", 3, uow=uow)
+            resetting = threading.Thread(target=reset)
+            resetting.start()
+            resetting.join(0.5)
+            uow.events.append("s1", 1, BODY)
+            uow.commit()
+        resetting.join(10)
+        assert outcome == [1]
+        assert store.consumers.get("projector").position == 1  # the reset came second
+        assert store.events.latest_seq() == 5
+    finally:
+        other.close()

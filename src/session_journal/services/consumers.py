@@ -78,21 +78,31 @@ class ConsumerService:
         filter_json = chosen.model_dump_json(exclude_none=True)
         idle_ms = None if max_idle_s is None else round(max_idle_s * 1000)
 
+        def same_filter(existing: StoredConsumer) -> None:
+            if _filter_of(existing) != chosen:
+                raise InvalidRecord(
+                    f"consumer {name!r} is registered with another filter "
+                    f"({existing.filter_json}); remove it first to change its filter; nothing "
+                    "was written"
+                )
+
         def work(uow: WriteContext) -> None:
-            latest, floor = uow.events.lock_log()
-            existing = uow.consumers.lock(name)
+            # Registered already (each replica of a projector registers when it starts): no
+            # lock taken, so a replica acking it in a transaction that appends is never
+            # waited for in the wrong order.
+            existing = uow.consumers.get(name)
             if existing is not None:
-                if _filter_of(existing) != chosen:
-                    raise InvalidRecord(
-                        f"consumer {name!r} is registered with another filter "
-                        f"({existing.filter_json}); remove it first to change its filter; "
-                        "nothing was written"
-                    )
-                return  # unchanged
-            position = _position(start, latest, floor)
-            uow.consumers.insert(
-                StoredConsumer(name, filter_json, position, now_ms(), None, idle_ms)
+                return same_filter(existing)
+            # A new consumer: its position checked against the floor with the log's row
+            # locked (as prune reads the positions); the log's row first, then the consumer's.
+            latest, floor = uow.events.lock_log()
+            added = StoredConsumer(
+                name, filter_json, _position(start, latest, floor), now_ms(), None, idle_ms
             )
+            if not uow.consumers.insert(added):  # registered meanwhile: as if it had been
+                registered = uow.consumers.get(name)
+                assert registered is not None, "a consumer that conflicts exists"
+                return same_filter(registered)
             uow.commit()
 
         self._transactions.submit(work, f"register consumer {name!r}")
@@ -135,9 +145,11 @@ class ConsumerService:
         for `max_idle_s`. `ConsumerNotFound` if it is not registered."""
 
         def work(uow: WriteContext) -> None:
-            latest, floor = uow.events.lock_log()
+            # The consumer's row first (as an ack in a caller's transaction that then appends
+            # takes it before the log's row), then the log's, under which the floor is checked.
             if uow.consumers.lock(name) is None:
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            latest, floor = uow.events.lock_log()
             uow.consumers.set_position(name, _position(to, latest, floor), now_ms())
             uow.commit()
 

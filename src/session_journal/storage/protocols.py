@@ -313,8 +313,9 @@ class ConsumerWrites(ConsumerReads, Protocol):
         """Like `get`, the row locked until the transaction ends."""
         ...
 
-    def insert(self, consumer: StoredConsumer) -> None:
-        """Add a consumer (raising the minimum compatible level)."""
+    def insert(self, consumer: StoredConsumer) -> bool:
+        """Add a consumer unless one of its name exists (raising the minimum compatible
+        level); whether it was added."""
         ...
 
     def delete(self, name: str) -> bool:

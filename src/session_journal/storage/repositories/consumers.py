@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from .. import driver
 from ..models import ConsumerRow, EventSequenceRow, SchemaCompatibilityRow
+from ._dialect import dialect_insert
 from .event_pages import API_EVENTS
 
 CONSUMERS_LEVEL = 12
@@ -124,11 +125,16 @@ class ConsumerRepository:
         row = self._connection.execute(_GET.with_for_update(), {"name": name}).one_or_none()
         return None if row is None else StoredConsumer(*row)
 
-    def insert(self, consumer: StoredConsumer) -> None:
-        """Add a consumer, and raise the database's minimum compatible level to
-        `CONSUMERS_LEVEL` (older code would prune past its position)."""
-        self._connection.execute(sa.insert(ConsumerRow).values(consumer._asdict()))
-        self._connection.execute(_RAISE_MINIMUM_LEVEL)
+    def insert(self, consumer: StoredConsumer) -> bool:
+        """Add a consumer unless one of its name exists (one registered meanwhile: a
+        concurrent insert is waited for), and then raise the database's minimum compatible
+        level to `CONSUMERS_LEVEL` (older code would prune past its position); whether it was
+        added."""
+        statement = dialect_insert(self._connection, ConsumerRow).values(consumer._asdict())
+        added = self._connection.execute(statement.on_conflict_do_nothing()).rowcount
+        if added:
+            self._connection.execute(_RAISE_MINIMUM_LEVEL)
+        return bool(added)
 
     def delete(self, name: str) -> bool:
         """Remove the consumer; whether it existed."""
