@@ -481,6 +481,9 @@ class FakeConsumers:
     def delete(self, name: str) -> bool:
         return self._state.consumers.pop(name, None) is not None
 
+    def notify_moved(self) -> None:
+        pass
+
     def set_position(self, name: str, position: int, now_ms: int) -> None:
         consumer = self._state.consumers[name]
         self._state.consumers[name] = consumer._replace(position=position, last_ack_at_ms=now_ms)
@@ -529,9 +532,14 @@ class FakeTransactions:
         self._after_commit: Callable[[], None] | None = None  # the followers' (`on_commit`)
 
     def submit(
-        self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
+        self,
+        fn: Callable[[WriteContext], T],
+        action: str = "write",
+        uow: object = None,
+        *,
+        solo: bool = False,
     ) -> T:
-        self.actions.append(action)
+        self.actions.append(action)  # every call is solo here
         if uow is not None:  # inside a unit of work: its work commits when the uow does
             assert isinstance(uow, FakeUnitOfWork)
             return fn(uow)

@@ -272,8 +272,17 @@ def test_db_prune_stops_at_a_consumer_unless_allowed_behind(
         f"pruned 3 event(s); pruned_through 3, frontier 10\nstopped at seq 3: {held}",
         "",
     )
+    passed = "consumer(s) 'billing': their next read raises CursorExpired; reset them\n"
+    assert run(
+        capsys, *url, "db", "prune", "--through-seq", "6", "--allow-consumers-behind", "--dry-run"
+    ) == (
+        0,
+        "would prune 3 event(s) through seq 6 (pruned_through 3, frontier 10); nothing was "
+        f"deleted\nwould pass {passed}",
+        "",
+    )
     assert run(capsys, *url, "db", "prune", "--through-seq", "6", "--allow-consumers-behind") == (
         0,
-        "pruned 3 event(s); pruned_through 6, frontier 10\n",
+        f"pruned 3 event(s); pruned_through 6, frontier 10\npassed {passed}",
         "",
     )

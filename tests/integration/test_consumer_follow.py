@@ -182,3 +182,28 @@ def test_an_ack_of_another_process_does_not_wake_the_followers_on_postgresql(
         time.sleep(0.01)
     assert acks.generation != moved  # the ack's notification arrived...
     assert signal.generation == before  # ...and did not make the followers read
+
+
+@pytest.mark.sync_api
+def test_wait_until_is_woken_by_another_processs_reset_and_remove(store: Store) -> None:
+    """A reset past the seq wakes the waiter with `True`; a removal with `ConsumerNotFound`:
+    both notify as an ack does (PostgreSQL), or are seen as any commit (SQLite)."""
+    log_of(store, 3)
+    store.consumers.register("projector")
+    other = Store.open(store.url)
+    try:
+        later = threading.Timer(0.3, lambda: other.consumers.reset("projector", to=3))
+        later.start()
+        began = time.monotonic()
+        assert store.consumers.wait_until("projector", 3, timeout=30) is True
+        assert time.monotonic() - began < 10
+        later.join()
+        later = threading.Timer(0.3, lambda: other.consumers.remove("projector"))
+        later.start()
+        began = time.monotonic()
+        with pytest.raises(ConsumerNotFound):
+            store.consumers.wait_until("projector", 4, timeout=30)
+        assert time.monotonic() - began < 10
+        later.join()
+    finally:
+        other.close()

@@ -11,10 +11,11 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from session_journal import CursorExpired, Store
+from session_journal import ApiEventFilter, CursorExpired, InvalidRecord, Store
 from session_journal.storage.repositories import StoredConsumer
 from tests.factories import SessionFactory
 from tests.helpers import append_raw
+from tests.integration.test_lone_writes import run_queued_behind_a_block
 
 pytestmark = pytest.mark.both_apis
 
@@ -194,3 +195,73 @@ def test_a_reset_racing_a_projector_that_acks_then_appends_never_deadlocks(store
         assert store.events.latest_seq() == 5
     finally:
         other.close()
+
+
+@pytest.mark.sync_api
+def test_two_stores_registering_one_new_name_with_other_filters_refuse_the_second(
+    store: Store,
+) -> None:
+    """Store A has inserted consumer "x" (every event) in a transaction still open when store B
+    registers "x" for faults only: B waits, then finds A's consumer and refuses its other
+    filter, rather than returning A's as if it were its own."""
+    log_of(store, 2)
+    other = Store.open(store.url)
+    outcome: list[object] = []
+
+    def register() -> None:
+        try:
+            faults = ApiEventFilter(types=["session_fault"])
+            outcome.append(other.consumers.register("x", filter=faults))
+        except InvalidRecord as error:
+            outcome.append(error)
+
+    try:
+        with store.unit_of_work() as uow:
+            uow.events.lock_log()
+            assert uow.consumers.insert(StoredConsumer("x", "{}", 0, 1, None, None))
+            late = threading.Thread(target=register)
+            late.start()
+            late.join(0.5)
+            assert late.is_alive()
+            uow.commit()
+        late.join(10)
+        assert len(outcome) == 1 and isinstance(outcome[0], InvalidRecord), outcome
+        assert "another filter" in str(outcome[0])
+        assert store.consumers.get("x").filter == ApiEventFilter()
+    finally:
+        other.close()
+
+
+@pytest.mark.sync_api
+def test_register_reset_and_the_first_prune_batch_run_in_transactions_of_their_own(
+    store: Store,
+) -> None:
+    """Each takes the log's row before other rows: a shared batch's later calls (an ack, which
+    waits for the consumer's row another process's projector may hold) would hold the log's
+    row, and every appender with it, meanwhile."""
+    log_of(store, 6)
+    store.consumers.register("projector")
+    path = store._database.write_path
+    batches = path.batches
+    outcomes = run_queued_behind_a_block(
+        store,
+        [
+            lambda: store.consumers.ack("projector", 1),
+            lambda: store.consumers.register("new"),
+            lambda: store.consumers.ack("projector", 2),
+            lambda: store.consumers.reset("new", to=3),
+            lambda: store.events.prune(through_seq=1),
+            lambda: store.consumers.ack("projector", 4),
+        ],
+    )
+    assert [type(outcome).__name__ for outcome in outcomes] == [
+        "NoneType",
+        "ConsumerStatus",
+        "NoneType",
+        "ConsumerStatus",
+        "int",
+        "NoneType",
+    ]
+    # The block's, then: the ack; register; the ack; reset; prune's first batch; its second
+    # (which finds nothing left); the ack.
+    assert path.batches - batches == 8

@@ -222,12 +222,14 @@ def test_an_interrupted_prune_is_finished_by_the_next_one(
     real = store.events._transactions.submit
     calls = 0
 
-    def second_batch_fails(fn: Any, action: str = "write", uow: object = None) -> Any:
+    def second_batch_fails(
+        fn: Any, action: str = "write", uow: object = None, *, solo: bool = False
+    ) -> Any:
         nonlocal calls
         calls += 1
         if calls == 2:
             raise KeyboardInterrupt  # interrupted between two batches
-        return real(fn, action, uow)
+        return real(fn, action, uow, solo=solo)
 
     monkeypatch.setattr(store.events._transactions, "submit", second_batch_fails)
     with pytest.raises(KeyboardInterrupt):
@@ -385,12 +387,12 @@ def test_followers_paging_during_a_prune_see_no_hole_without_expiry(
 
     real = store.events._transactions.submit
 
-    def in_turns(fn: Any, action: str = "write", uow: object = None) -> Any:
+    def in_turns(fn: Any, action: str = "write", uow: object = None, *, solo: bool = False) -> Any:
         if not action.startswith("prune"):
-            return real(fn, action, uow)  # the writer's
+            return real(fn, action, uow, solo=solo)  # the writer's
         turns.wait()
         try:
-            return real(fn, action, uow)
+            return real(fn, action, uow, solo=solo)
         finally:
             turns.wait()
 

@@ -168,6 +168,12 @@ def _held_back(consumer: str, through_seq: int, verb: str) -> str:
     )
 
 
+def _passed(consumers: list[str], verb: str) -> str:
+    """The line of `db prune --allow-consumers-behind` that names the consumers it passes."""
+    names = ", ".join(repr(name) for name in consumers)
+    return f"{verb} consumer(s) {names}: their next read raises CursorExpired; reset them"
+
+
 def _prune(url: str, args: argparse.Namespace) -> int:
     """`db prune`: what would go (`--dry-run`), or prune and say what went."""
     if args.older_than is not None:
@@ -178,6 +184,12 @@ def _prune(url: str, args: argparse.Namespace) -> int:
     with Store.open(url) as store:
         force = args.allow_consumers_behind
         plan = store.events.plan_prune(**target, force=force)
+        # Forced: the consumers it passes, which must then be reset.
+        passed = [
+            status.name
+            for status in (store.consumers.list() if force else [])
+            if plan.pruned_through <= status.position < plan.through_seq
+        ]
         minimum = store.schema.minimum_compatible_level or 0
         # The floor moves, and with it the level (`EventRepository.raise_floor`).
         level_change = None
@@ -196,6 +208,8 @@ def _prune(url: str, args: argparse.Namespace) -> int:
             )
             if plan.held_back_by is not None:
                 print(_held_back(plan.held_back_by, plan.through_seq, "would stop"))
+            if passed:
+                print(_passed(passed, "would pass"))
             if level_change:
                 print(f"would raise {level_change}")
             if empties:
@@ -220,6 +234,8 @@ def _prune(url: str, args: argparse.Namespace) -> int:
         )
         if plan.held_back_by is not None:
             print(_held_back(plan.held_back_by, plan.through_seq, "stopped"))
+        if passed:
+            print(_passed(passed, "passed"))
         if level_change:
             print(f"raised {level_change}")
     return 0

@@ -26,7 +26,14 @@ from .._arguments import Given, Int64, Passed, validate_arguments
 from .._clock import now_ms
 from .._validation import Id
 from ..api_events import ApiEventFilter
-from ..errors import ConsumerNotFound, CursorAhead, CursorExpired, InvalidRecord, StoreClosed
+from ..errors import (
+    ConsumerNotFound,
+    CursorAhead,
+    CursorExpired,
+    InvalidRecord,
+    StoreClosed,
+    TransientStorageError,
+)
 from ..follow.cursors import check_cursor
 from ..follow.follower import Follower
 from ..follow.following import Following, Load
@@ -101,11 +108,15 @@ class ConsumerService:
             )
             if not uow.consumers.insert(added):  # registered meanwhile: as if it had been
                 registered = uow.consumers.get(name)
-                assert registered is not None, "a consumer that conflicts exists"
+                if registered is None:  # and removed since
+                    raise TransientStorageError(
+                        f"register consumer {name!r}: another process registered and removed "
+                        "it meanwhile; nothing was written; try again"
+                    )
                 return same_filter(registered)
             uow.commit()
 
-        self._transactions.submit(work, f"register consumer {name!r}")
+        self._transactions.submit(work, f"register consumer {name!r}", solo=True)
         self._moved()
         return self.get(name)
 
@@ -133,6 +144,7 @@ class ConsumerService:
         def work(uow: WriteContext) -> None:
             if not uow.consumers.delete(name):
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            uow.consumers.notify_moved()  # a waiter learns it is gone
             uow.commit()
 
         self._transactions.submit(work, f"remove consumer {name!r}")
@@ -151,9 +163,10 @@ class ConsumerService:
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
             latest, floor = uow.events.lock_log()
             uow.consumers.set_position(name, _position(to, latest, floor), now_ms())
+            uow.consumers.notify_moved()
             uow.commit()
 
-        self._transactions.submit(work, f"reset consumer {name!r}")
+        self._transactions.submit(work, f"reset consumer {name!r}", solo=True)
         self._moved()
         return self.get(name)
 
@@ -199,10 +212,11 @@ class ConsumerService:
             latest = read.events.latest_seq()
         if not registered:
             raise ConsumerNotFound(f"consumer {name!r} is not registered")
-        raise InvalidRecord(
-            f"ack of consumer {name!r}: seq {seq} is above the frontier {latest}; nothing was "
-            "written"
-        )
+        if seq > latest:
+            problem = f"seq {seq} is above the frontier {latest}"
+        else:  # events committed since the ack ran
+            problem = f"seq {seq} was above the frontier when it ran (it is {latest} now)"
+        raise InvalidRecord(f"ack of consumer {name!r}: {problem}; nothing was written")
 
     @property
     def loop_writes(self) -> LoopWriter | None:

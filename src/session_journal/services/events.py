@@ -305,7 +305,10 @@ class EventService:
 
         action = f"prune events through seq {target}"
         began = time.monotonic()
-        total, left = self._transactions.submit(lambda uow: batch(uow, first=True), action)
+        # The first in a transaction of its own: it locks the log's row, then reads positions.
+        total, left = self._transactions.submit(
+            lambda uow: batch(uow, first=True), action, solo=True
+        )
         # Until nothing at or below the target is left, whatever the size of a batch.
         while left:
             # Paced: a batch runs in the write path's transactions, where appends wait for it.

@@ -29,13 +29,24 @@ class Call(Generic[T]):
         "leads",
         "lone",
         "retries",
+        "solo",
         "value",
         "wake",
         "withdrawal",
     )
 
-    def __init__(self, fn: Callable[[UnitOfWork], T] | None, action: str, lone: Any = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[UnitOfWork], T] | None,
+        action: str,
+        lone: Any = None,
+        *,
+        solo: bool = False,
+    ) -> None:
         self.fn = fn
+        # Run in a batch of its own: its work takes the log's row before other rows, which
+        # later calls of a shared batch would take after it, against every writer's order.
+        self.solo = solo
         self.lone = lone  # the lone write whose `run` `fn` is: a batch may run it with others
         # What its work left to run after the commit, once kept (`_run_call`).
         self.after_commit: Sequence[Callable[[], None]] = ()

@@ -73,14 +73,22 @@ class Database:
         driver.prepare_for_wakeups(connection)
         return connection
 
-    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write", uow: object = None) -> T:
-        """Run `fn` on the write path (see `WritePath.submit`); its result after the commit.
-        With `uow` (a service called with `uow=`), run it inside that unit of work instead,
-        atomically (`UnitOfWork.run_nested`): it commits when the unit of work does."""
+    def submit(
+        self,
+        fn: Callable[[UnitOfWork], T],
+        action: str = "write",
+        uow: object = None,
+        *,
+        solo: bool = False,
+    ) -> T:
+        """Run `fn` on the write path (see `WritePath.submit`, and its `solo`); its result after
+        the commit. With `uow` (a service called with `uow=`), run it inside that unit of work
+        instead, atomically (`UnitOfWork.run_nested`): it commits when the unit of work
+        does."""
         if uow is not None:
             return self._own(uow, action).run_nested(fn, action)
         self._forget_parent_after_fork()
-        return self.write_path.submit(fn, action)
+        return self.write_path.submit(fn, action, solo=solo)
 
     def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:
         """Run a lone write (see `lone.py`): by itself on the write path's short path when no

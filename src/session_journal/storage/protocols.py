@@ -322,6 +322,10 @@ class ConsumerWrites(ConsumerReads, Protocol):
         """Remove the consumer; whether it existed."""
         ...
 
+    def notify_moved(self) -> None:
+        """Tell other processes' waiters that a position moved (PostgreSQL; at commit)."""
+        ...
+
     def set_position(self, name: str, position: int, now_ms: int) -> None:
         """Move the consumer to `position`, back or forward."""
         ...
@@ -508,11 +512,19 @@ class Transactions(Protocol):
         ...
 
     def submit(
-        self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
+        self,
+        fn: Callable[[WriteContext], T],
+        action: str = "write",
+        uow: object = None,
+        *,
+        solo: bool = False,
     ) -> T:
         """Run `fn` on the write path; its result once its work is committed (or its error).
         `action` names the call in errors. With `uow` (a service called with `uow=`), run it
-        atomically inside that unit of work instead: it commits when the unit of work does."""
+        atomically inside that unit of work instead: it commits when the unit of work does.
+        `solo`: in a transaction of its own, shared with no other call (work that locks the
+        log's row before other rows: later calls of a shared transaction would take theirs
+        after it, against the order every writer takes them in)."""
         ...
 
     def submit_lone(self, write: LoneWrite[T], action: str = "write", uow: object = None) -> T:

@@ -39,7 +39,12 @@ class SnapshotTransactions:
         """The process that took the snapshot: its connection is that process's."""
 
     def submit(
-        self, fn: Callable[[WriteContext], T], action: str = "write", uow: object = None
+        self,
+        fn: Callable[[WriteContext], T],
+        action: str = "write",
+        uow: object = None,
+        *,
+        solo: bool = False,
     ) -> T:
         """Refused: a snapshot only reads (`ReadOnlySnapshot`)."""
         self._refuse(action)

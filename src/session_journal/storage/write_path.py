@@ -119,13 +119,16 @@ class WritePath:
 
     # --- callers ----------------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[UnitOfWork], T], action: str = "write") -> T:
+    def submit(
+        self, fn: Callable[[UnitOfWork], T], action: str = "write", *, solo: bool = False
+    ) -> T:
         """Run `fn` on a unit of work in the next batch; its result once the batch committed.
         An exception of `fn` (with its savepoint rolled back) is raised here, also after the
         commit. What `fn` left to run after the commit (`uow.after_commit`) runs here, in the
         caller's thread (never in the leader's, which other calls wait for), once the batch
-        committed."""
-        return self._settled(Call(fn, action))
+        committed. `solo`: in a batch of its own (for work that locks the log's row before
+        other rows: see `Call.solo`)."""
+        return self._settled(Call(fn, action, solo=solo))
 
     def _settled(self, call: Call[T]) -> T:
         """Queue `call`, lead batches until it is done, and give its result."""
@@ -376,10 +379,15 @@ class WritePath:
                 self._idle.notify_all()
 
     def _take_batch(self, batch: list[Call[Any]]) -> None:
-        """Move the calls at the head of the queue, up to an exclusive one, into `batch`."""
+        """Move the calls at the head of the queue, up to an exclusive one, into `batch`; a solo
+        call only by itself."""
         with self._idle:
             while self._queue and len(batch) < MAX_BATCH_CALLS and not self._queue[0].exclusive:
+                if self._queue[0].solo and batch:  # it runs in the next batch, alone
+                    break
                 batch.append(self._queue.popleft())
+                if batch[0].solo:
+                    break
             if self._waiting_for_room:
                 self._idle.notify_all()
 

@@ -77,6 +77,7 @@ _ACK_NOTIFY: sa.ColumnElement[Any] = sa.literal_column(
 )
 ACK_PG = _ACK.returning(_ACK_NOTIFY)
 """PostgreSQL's ack: `ACK_SQLITE`, sending the acks' notification."""
+_NOTIFY_MOVED = sa.select(_ACK_NOTIFY)
 ACK_ORDER = ("seq", "seq", "acked_at_ms", "consumer", "seq")
 """The parameters of the ack's statements, in the order they appear (for `driver.Prepared`)."""
 _NOW_MS = sa.bindparam("now_ms", type_=sa.BigInteger)
@@ -131,10 +132,19 @@ class ConsumerRepository:
         level to `CONSUMERS_LEVEL` (older code would prune past its position); whether it was
         added."""
         statement = dialect_insert(self._connection, ConsumerRow).values(consumer._asdict())
-        added = self._connection.execute(statement.on_conflict_do_nothing()).rowcount
-        if added:
-            self._connection.execute(_RAISE_MINIMUM_LEVEL)
-        return bool(added)
+        # RETURNING, not `rowcount`: psycopg reports -1 for an INSERT ... ON CONFLICT.
+        inserted = statement.on_conflict_do_nothing().returning(ConsumerRow.name)
+        if self._connection.execute(inserted).first() is None:
+            return False
+        self._connection.execute(_RAISE_MINIMUM_LEVEL)
+        return True
+
+    def notify_moved(self) -> None:
+        """PostgreSQL: tell other processes' `wait_until` that a position moved (a reset, a
+        removal), as an ack's statement does: `NOTIFY` on `ACK_CHANNEL`, sent at commit.
+        SQLite's watcher sees every commit: nothing to send."""
+        if self._connection.dialect.name == "postgresql":
+            self._connection.execute(_NOTIFY_MOVED)
 
     def delete(self, name: str) -> bool:
         """Remove the consumer; whether it existed."""
