@@ -6,10 +6,13 @@ a fresh database per row):
    one read-model row per event of its page and committing — with `store.consumers.ack(...,
    uow=uow)` in it, against the same transaction without it, for a page of 1 event and of 10;
    the two alternate in chunks of 50 for at least 5 rounds, and the ratio is the median of the
-   rounds' ratios of time per transaction (target: <= 1.10).
+   rounds' ratios of time per transaction (target: <= 1.10). Beside it, reported, the bare
+   driver's ratio for the same transactions with the ack's own statement (sqlite3 with
+   `BEGIN IMMEDIATE`; psycopg): what the statement itself costs such a transaction.
 2. lone ack against lone append: `store.consumers.ack(name, seq)` against
    `store.faults.record_startup_fault` (both lone writes, one caller), alternating likewise;
-   the ratio of time per call (target: <= 1.0).
+   the ratio of time per call (target: <= 1.0). Every ack of the run moves the position to the
+   next seq, as a projector's does.
 3. `wait_until` wake latency p50/p99: from the return of an ack to the return of a
    `wait_until` waiting for it (`time.monotonic`, system-wide on Linux), the acker on the same
    Store, then in another (spawned) process; targets: those of `follow.py`'s wake-up rows.
@@ -19,22 +22,27 @@ Usage: `consumers.py [--quick] [--only sqlite|postgresql]`.
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from _databases import POSTGRES
-from _harness import Backend, Scale, backends_to_run, bench_arguments
-from bench import MESSAGE, open_store, session_ids
+from _harness import Backend, Scale, backends_to_run, bench_arguments, now_ms, pg_conninfo
+from bench import BODY, MESSAGE, open_store, session_ids
 from follow import TARGETS as WAKE_TARGETS
 from follow import percentile, verdict
 
 from session_journal import Store
+from session_journal.storage import driver
+from session_journal.storage.repositories.consumers import ACK_ORDER, ACK_PG, ACK_SQLITE
 
 ACK_IN_UOW, LONE_ACK = 1.10, 1.0
 CHUNK = 50
@@ -63,24 +71,41 @@ def alternate(
     )
 
 
+def with_log(store: Store, events: int) -> int:
+    """`events` events appended in one transaction, so that every ack of the run moves the
+    position to a new seq (an ack that wrote the same values again could cost SQLite no page
+    write); the first seq of them."""
+    session = session_ids(Scale())[0]
+    first = store.events.latest_seq() + 1
+    with store.unit_of_work() as uow:
+        for _ in range(events):
+            uow.events.append(session, 1, BODY)
+        uow.commit()
+    return first
+
+
+def acks_needed(rounds: int) -> int:
+    """How many acks a comparison of `alternate` makes at most."""
+    return (max(rounds, 5) + 1) * CHUNK
+
+
 def ack_in_unit_of_work(url: str, rounds: int, page: int) -> tuple[float, float, float]:
     with open_store(url, Scale()) as store:
         with store.unit_of_work() as uow:
             uow.connection.execute(sa.text(f"CREATE TABLE {READ_MODEL.name} (seq BIGINT)"))
             uow.commit()
-        session = session_ids(Scale())[0]
-        for _ in range(10):
-            store.faults.record_startup_fault(session, MESSAGE)
+        next_seq = with_log(store, acks_needed(rounds))
         store.consumers.register("projector")
-        seq = store.events.latest_seq()
 
         def projected(count: int, *, ack: bool) -> None:
+            nonlocal next_seq
             for _ in range(count):
                 with store.unit_of_work() as uow:
                     for _ in range(page):
-                        uow.connection.execute(READ_MODEL.insert().values(seq=seq))
+                        uow.connection.execute(READ_MODEL.insert().values(seq=next_seq))
                     if ack:
-                        store.consumers.ack("projector", seq, uow=uow)
+                        store.consumers.ack("projector", next_seq, uow=uow)
+                        next_seq += 1
                     uow.commit()
 
         return alternate(
@@ -90,16 +115,69 @@ def ack_in_unit_of_work(url: str, rounds: int, page: int) -> tuple[float, float,
         )
 
 
+def bare_ack_in_transaction(
+    backend: Backend, url: str, rounds: int, page: int
+) -> tuple[float, float, float]:
+    """`ack_in_unit_of_work`'s transactions by the bare driver: `page` inserts, the ack's own
+    statement (as the store compiles it) or not, and the commit."""
+    with open_store(url, Scale()) as store:
+        with store.unit_of_work() as uow:
+            uow.connection.execute(sa.text(f"CREATE TABLE {READ_MODEL.name} (seq BIGINT)"))
+            uow.commit()
+        next_seq = with_log(store, acks_needed(rounds))
+        store.consumers.register("projector")
+        dialect = store._database.writer.dialect  # benchmarks only: the store's own SQL
+    postgresql = backend.name == "postgresql"
+    ack_sql = driver.Prepared(dialect, ACK_PG if postgresql else ACK_SQLITE, ACK_ORDER).sql
+    insert = (
+        "INSERT INTO bench_read_model (seq) VALUES (%s)"
+        if postgresql
+        else ("INSERT INTO bench_read_model (seq) VALUES (?)")
+    )
+    if postgresql:
+        connection: Any = psycopg.connect(pg_conninfo(url))
+    else:
+        connection = sqlite3.connect(str(sa.make_url(url).database), isolation_level=None)
+        for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON"):
+            connection.execute(f"PRAGMA {pragma}")
+    with closing(connection):
+        cursor = connection.cursor()
+
+        def transactions(count: int, *, ack: bool) -> None:
+            nonlocal next_seq
+            for _ in range(count):
+                if not postgresql:
+                    cursor.execute("BEGIN IMMEDIATE")
+                for _ in range(page):
+                    cursor.execute(insert, (next_seq,))
+                if ack:
+                    seq = next_seq
+                    cursor.execute(ack_sql, (seq, seq, now_ms(), "projector", seq))
+                    cursor.fetchone()
+                    next_seq += 1
+                if postgresql:
+                    connection.commit()
+                else:
+                    cursor.execute("COMMIT")
+
+        return alternate(
+            lambda count: transactions(count, ack=True),
+            lambda count: transactions(count, ack=False),
+            rounds,
+        )
+
+
 def lone_ack_against_append(url: str, rounds: int) -> tuple[float, float, float]:
     with open_store(url, Scale()) as store:
         sessions = session_ids(Scale())
-        store.faults.record_startup_fault(sessions[0], MESSAGE)
+        next_seq = with_log(store, acks_needed(rounds))
         store.consumers.register("projector")
-        seq = store.events.latest_seq()  # each ack moves nothing after the first: one UPDATE
 
-        def ack(count: int) -> None:
+        def ack(count: int) -> None:  # each to the next seq: one UPDATE that moves it
+            nonlocal next_seq
             for _ in range(count):
-                store.consumers.ack("projector", seq)
+                store.consumers.ack("projector", next_seq)
+                next_seq += 1
 
         def append(count: int) -> None:
             for index in range(count):
@@ -180,6 +258,10 @@ def run_backend(backend: Backend, quick: bool) -> list[Line]:
         figure = f"{with_ack:.0f} us vs {without:.0f} us a transaction ({ratio:.3f}x)"
         measure = f"ack in the unit of work, page of {page}"
         lines.append((name, measure, figure, verdict(ratio, ACK_IN_UOW)))
+        url = backend.fresh_url(f"bare{page}")
+        with_ack, without, ratio = bare_ack_in_transaction(backend, url, rounds, page)
+        figure = f"{with_ack:.0f} us vs {without:.0f} us a transaction ({ratio:.3f}x)"
+        lines.append((name, f"  bare driver, page of {page}", figure, "- (reported)"))
     ack, append, ratio = lone_ack_against_append(backend.fresh_url("lone"), rounds)
     figure = f"{ack:.0f} us vs {append:.0f} us a call ({ratio:.3f}x)"
     lines.append((name, "lone ack vs lone append", figure, verdict(ratio, LONE_ACK)))
