@@ -14,7 +14,9 @@ from session_journal import (
     CursorAhead,
     CursorExpired,
     InvalidRecord,
+    StorageError,
     Store,
+    TransientStorageError,
 )
 from session_journal.storage.unit_of_work import UnitOfWork
 from tests.factories import SessionFactory
@@ -226,3 +228,38 @@ def test_a_refused_ack_in_a_unit_of_work_leaves_the_callers_transaction_usable(
 
     store.run_in_unit_of_work(work)
     assert store.consumers.get("projector").position == 2
+
+
+@pytest.mark.sync_api
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+def test_a_bound_transaction_an_ack_s_error_aborted_refuses_to_commit(store: Store) -> None:
+    """PostgreSQL: an ack given `uow=` runs without a savepoint, so its database error (here a
+    lock timeout: another store holds the consumer's row) aborts the caller's transaction.
+    Committing it then raises, rather than committing nothing without a word (PostgreSQL
+    answers such a COMMIT with a rollback)."""
+    log_of(store, 3)
+    store.consumers.register("projector")
+    other = Store.open(store.url)
+    engine = sa.create_engine(store.url)
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql("CREATE TABLE read_model (x INTEGER)")
+        with other.unit_of_work() as holder:
+            other.consumers.ack("projector", 1, uow=holder)  # the consumer's row, locked
+            with engine.connect() as connection:
+                connection.begin()
+                connection.exec_driver_sql("INSERT INTO read_model VALUES (1)")
+                connection.exec_driver_sql("SET LOCAL lock_timeout = '100ms'")
+                uow = store.bind(connection)
+                with pytest.raises(TransientStorageError):
+                    store.consumers.ack("projector", 2, uow=uow)
+                with pytest.raises(StorageError, match="aborted it"):
+                    connection.commit()
+            holder.commit()
+        with engine.connect() as connection:
+            count = connection.exec_driver_sql("SELECT count(*) FROM read_model").scalar()
+        assert count == 0
+        assert store.consumers.position("projector") == 1
+    finally:
+        engine.dispose()
+        other.close()

@@ -227,8 +227,8 @@ def test_an_interrupted_prune_is_finished_by_the_next_one(
     ) -> Any:
         nonlocal calls
         calls += 1
-        if calls == 2:
-            raise KeyboardInterrupt  # interrupted between two batches
+        if calls == 3:  # the floor's transaction, one batch, then interrupted
+            raise KeyboardInterrupt
         return real(fn, action, uow, solo=solo)
 
     monkeypatch.setattr(store.events._transactions, "submit", second_batch_fails)
@@ -236,7 +236,7 @@ def test_an_interrupted_prune_is_finished_by_the_next_one(
         store.events.prune(through_seq=8)
     monkeypatch.setattr(store.events._transactions, "submit", real)
 
-    # The floor was recorded with the first batch: 4..8 are still stored, but not retained.
+    # The floor was recorded before the first batch: 4..8 are still stored, but not retained.
     assert store.events.pruned_through() == 8
     assert event_counts(store) == (7, 4, 10)
     assert seqs(store, 0) == [9, 10]

@@ -1,7 +1,7 @@
 """Scenario: a prune is killed with SIGKILL half-way (after its first batch committed, while
 later batches run), then run again.
 
-This proves, on SQLite and PostgreSQL: the floor (`pruned_through`) was recorded with the first
+This proves, on SQLite and PostgreSQL: the floor (`pruned_through`) was recorded before the first
 batch; after the kill no event below it is served (`after_seq=0` starts above it, a cursor
 below it expires) although some are still stored; the frontier never moved; running the prune
 again deletes exactly the rest, after which the floor and the stored rows agree (no event at or

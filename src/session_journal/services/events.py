@@ -274,8 +274,8 @@ class EventService:
         back.
 
         The first transaction records the floor (`pruned_through`, never lowered) and raises
-        the database's minimum compatible level to 7 (older code must refuse a pruned log)
-        before it deletes anything; then the prefix goes in batches of `PRUNE_BATCH` events,
+        the database's minimum compatible level to 7 (older code must refuse a pruned log),
+        and deletes nothing; then the prefix goes in batches of `PRUNE_BATCH` events,
         each its own transaction on the write path, so appenders wait for one batch at most,
         paced so that the prune takes at most `PRUNE_SHARE` of the write path's time.
         The frontier never moves. Idempotent, and safe to interrupt: running it again (with
@@ -285,16 +285,22 @@ class EventService:
             target = max(
                 _prune_target(read, through_seq, older_than_ms), read.events.pruned_through()
             )
-        through = target
 
-        def batch(uow: WriteContext, *, first: bool = False) -> tuple[int, bool]:
-            """Delete one batch; how many went, and whether any event at or below the target
+        def record_floor(uow: WriteContext) -> int:
+            """The floor, recorded before anything is deleted, in a transaction of its own
+            (solo, and deleting nothing): it locks the log's row and reads the positions of the
+            consumers then. Deleting (which moves the deletion counter's row) comes in later
+            transactions, which do not lock the log's row: a writer that deletes a session
+            and appends takes those two rows the other way round."""
+            _, floor = uow.events.lock_log()
+            through, _ = _held_back(uow, max(target, floor), floor, force)
+            uow.events.raise_floor(through)
+            uow.commit()
+            return through
+
+        def batch(uow: WriteContext) -> tuple[int, bool]:
+            """Delete one batch; how many went, and whether any event at or below the floor
             may be left."""
-            nonlocal through
-            if first:  # the positions read with the floor locked, before anything is deleted
-                _, floor = uow.events.lock_log()
-                through, _ = _held_back(uow, max(target, floor), floor, force)
-                uow.events.raise_floor(through)
             deleted = uow.events.delete_pruned(through, PRUNE_BATCH)
             # A batch that deleted nothing is not the end: on PostgreSQL every row it chose can
             # belong to a session deleted meanwhile (chosen in a snapshot older than that
@@ -304,18 +310,15 @@ class EventService:
             return deleted, left
 
         action = f"prune events through seq {target}"
-        began = time.monotonic()
-        # The first in a transaction of its own: it locks the log's row, then reads positions.
-        total, left = self._transactions.submit(
-            lambda uow: batch(uow, first=True), action, solo=True
-        )
-        # Until nothing at or below the target is left, whatever the size of a batch.
+        through = self._transactions.submit(record_floor, action, solo=True)
+        total, left = 0, True
+        # Until nothing at or below the floor is left, whatever the size of a batch.
         while left:
-            # Paced: a batch runs in the write path's transactions, where appends wait for it.
-            time.sleep((time.monotonic() - began) * (1 / PRUNE_SHARE - 1))
             began = time.monotonic()
             deleted, left = self._transactions.submit(batch, action)
             total += deleted
+            if left:  # paced: a batch runs in the write path's transactions, where appends wait
+                time.sleep((time.monotonic() - began) * (1 / PRUNE_SHARE - 1))
         return total
 
     @validate_arguments()

@@ -57,7 +57,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session, SessionTransaction
 
 from .._compat import engine_isolation_level, savepoint_count
-from ..errors import InvalidRecord
+from ..errors import InvalidRecord, StorageError
 from . import driver
 from .engines import translate_errors
 from .unit_of_work import NOTHING_DONE, UnitOfWork, WorkMark, run_after_commit
@@ -251,11 +251,13 @@ def _sqlite_path(raw: sqlite3.Connection) -> str | None:
 
 
 def _on_commit(connection: sa.Connection) -> None:
-    """Before the driver commits: the queued events take their seqs and are inserted. If that
-    fails, the driver's transaction is rolled back before the error is raised: SQLAlchemy ends
-    its transaction after a failed commit without rolling back, so the caller's rows would
-    otherwise stay pending on the connection, for the pool's next user to commit. The unit of
-    work is over either way.
+    """Before the driver commits: the queued events take their seqs and are inserted; a
+    transaction an earlier error aborted is refused (`StorageError`), never committed as an
+    empty one, which on PostgreSQL is what its `COMMIT` would do. If that fails, the driver's
+    transaction is rolled back before the error is raised: SQLAlchemy ends its transaction
+    after a failed commit without rolling back, so the caller's rows would otherwise stay
+    pending on the connection, for the pool's next user to commit. The unit of work is over
+    either way.
 
     Work left for after the commit (`uow.after_commit`) needs a moment after the driver's
     commit, and SQLAlchemy has no event then: with such work waiting, the driver commits here,
@@ -266,6 +268,14 @@ def _on_commit(connection: sa.Connection) -> None:
     waiting = binding.uow.take_after_commit()
     outcome = "its commit failed"
     try:
+        if driver.transaction_aborted(connection):
+            # PostgreSQL would answer the COMMIT with a rollback, and the caller would not know.
+            raise StorageError(
+                "commit of a transaction bound to the store: an earlier database error aborted "
+                "it (on PostgreSQL a failed statement aborts the whole transaction, also one in "
+                "a service call given uow= that the caller went on from); nothing was "
+                "committed; run the transaction again"
+            )
         with translate_errors("commit the events of a unit of work"):
             binding.uow.events.flush()
             if waiting:

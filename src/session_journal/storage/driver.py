@@ -251,16 +251,23 @@ def savepoint(connection: sa.Connection) -> None:
     _dbapi(connection).execute(_SAVEPOINT).close()
 
 
-def check_transaction(connection: sa.Connection) -> None:
-    """Without a round trip: raise if the transaction is aborted (on PostgreSQL, by a database
-    error that the code running in it caught and went on from)."""
+def transaction_aborted(connection: sa.Connection) -> bool:
+    """Without a round trip: whether the transaction is aborted (on PostgreSQL, by a database
+    error that the code running in it caught and went on from; its `COMMIT` would roll back)."""
     dbapi = _dbapi(connection)
     psycopg = _psycopg()
-    if (
+    return (
         psycopg is not None
         and not isinstance(dbapi, sqlite3.Connection)
         and dbapi.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
-    ):
+    )
+
+
+def check_transaction(connection: sa.Connection) -> None:
+    """Without a round trip: raise if the transaction is aborted (`transaction_aborted`)."""
+    if transaction_aborted(connection):
+        psycopg = _psycopg()
+        assert psycopg is not None
         raise psycopg.errors.InFailedSqlTransaction(
             "current transaction is aborted by an error the call caught; its work is undone"
         )

@@ -616,8 +616,11 @@ class WritePath:
 
     def _committer(self, connection: sa.Connection) -> Callable[[UnitOfWork], None]:
         def commit(uow: UnitOfWork) -> None:
-            uow.events.flush()
-            driver.commit(connection)
+            with translate_errors("commit a unit of work"):
+                # PostgreSQL would answer the COMMIT of an aborted transaction with a rollback.
+                driver.check_transaction(connection)
+                uow.events.flush()
+                driver.commit(connection)
             self._committed()
             run_after_commit(uow.take_after_commit())
             driver.begin_write(connection)  # the block may go on writing: that is a new transaction
