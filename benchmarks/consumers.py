@@ -89,13 +89,21 @@ def acks_needed(rounds: int) -> int:
     return (max(rounds, 5) + 1) * CHUNK
 
 
+def projector_store(url: str, rounds: int) -> tuple[Store, int]:
+    """A store with the read model's table, the log `with_log` makes and the consumer
+    "projector", and the first seq to ack."""
+    store = open_store(url, Scale())
+    with store.unit_of_work() as uow:
+        uow.connection.execute(sa.text(f"CREATE TABLE {READ_MODEL.name} (seq BIGINT)"))
+        uow.commit()
+    next_seq = with_log(store, acks_needed(rounds))
+    store.consumers.register("projector")
+    return store, next_seq
+
+
 def ack_in_unit_of_work(url: str, rounds: int, page: int) -> tuple[float, float, float]:
-    with open_store(url, Scale()) as store:
-        with store.unit_of_work() as uow:
-            uow.connection.execute(sa.text(f"CREATE TABLE {READ_MODEL.name} (seq BIGINT)"))
-            uow.commit()
-        next_seq = with_log(store, acks_needed(rounds))
-        store.consumers.register("projector")
+    store, next_seq = projector_store(url, rounds)
+    with store:
 
         def projected(count: int, *, ack: bool) -> None:
             nonlocal next_seq
@@ -120,12 +128,8 @@ def bare_ack_in_transaction(
 ) -> tuple[float, float, float]:
     """`ack_in_unit_of_work`'s transactions by the bare driver: `page` inserts, the ack's own
     statement (as the store compiles it) or not, and the commit."""
-    with open_store(url, Scale()) as store:
-        with store.unit_of_work() as uow:
-            uow.connection.execute(sa.text(f"CREATE TABLE {READ_MODEL.name} (seq BIGINT)"))
-            uow.commit()
-        next_seq = with_log(store, acks_needed(rounds))
-        store.consumers.register("projector")
+    store, next_seq = projector_store(url, rounds)
+    with store:
         dialect = store._database.writer.dialect  # benchmarks only: the store's own SQL
     postgresql = backend.name == "postgresql"
     ack_sql = driver.Prepared(dialect, ACK_PG if postgresql else ACK_SQLITE, ACK_ORDER).sql

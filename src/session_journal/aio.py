@@ -156,19 +156,34 @@ class _LoopWrites:
         self._workers = workers
         self._on_loop: set[asyncio.Task[Any]] = set()  # lone writes running on a loop
 
-    def start(self, write: LoopWrite[T], action: str) -> asyncio.Future[T] | None:
-        """`write` started on the running loop, shielded (a caller cancelled leaves its one
-        statement to run to its end), if it may run there now; `None` otherwise (the caller
-        runs the call on a worker)."""
+    def start(
+        self,
+        prepare: Callable[[Any, Any], tuple[LoopWrite[T], str]],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> tuple[asyncio.Future[T], tuple[Any, Any]] | None:
+        """The lone write of a call with `args` and `kwargs` (made and checked by `prepare`,
+        given the call's two arguments: a startup fault's `(session_id, message)`, an ack's
+        `(name, seq)`), started on the running loop and shielded (a caller cancelled leaves its
+        one statement to run to its end), and those two arguments; `None` when the call may
+        not run there now (given `uow=`, not binding, the store's loop writes busy or absent:
+        the caller runs it on a worker, whose sync method says what is wrong with it)."""
         loop_writes = self._loop_writes
         if loop_writes is None or self._workers.closed:
             return None
+        try:
+            lone = _lone_arguments(*args, **kwargs)
+        except TypeError:  # a call that does not bind
+            return None
+        if lone is None:
+            return None
+        write, action = prepare(*lone)  # checked here
         started = loop_writes.start(write, action)
         if started is None:
             return None
         self._on_loop.add(started)
         started.add_done_callback(self._on_loop.discard)
-        return asyncio.shield(started)
+        return asyncio.shield(started), lone
 
     async def settled(self) -> None:
         """Return once the lone writes started on the running loop have ended."""
@@ -192,16 +207,9 @@ class AsyncFaultService(_Service[FaultService]):
         # On PostgreSQL, when nothing else of the process writes, its one statement runs on
         # the event loop itself, on a connection of the store's own (`storage/loop_writes.py`);
         # otherwise on a worker, as every call.
-        if self._service.loop_writes is not None and not self._workers.closed:
-            try:
-                lone = _lone_arguments(*args, **kwargs)
-            except TypeError:  # a call that does not bind: the sync method says why
-                lone = None
-            if lone is not None:
-                append, action = self._service.startup_fault(*lone)  # checked here
-                started = self.on_loop.start(append, action)
-                if started is not None:
-                    return await started
+        started = self.on_loop.start(self._service.startup_fault, args, kwargs)
+        if started is not None:
+            return await started[0]
         return await self._workers.run(self._service.record_startup_fault, *args, **kwargs)
 
 
@@ -244,22 +252,15 @@ class AsyncConsumerService(_Service[ConsumerService]):
     async def ack(self, /, *args: Any, **kwargs: Any) -> None:
         # As a startup fault: on PostgreSQL, when nothing else of the process writes, its one
         # statement runs on the event loop itself; otherwise on a worker.
-        if self._service.loop_writes is not None and not self._workers.closed:
-            try:
-                lone = _lone_arguments(*args, **kwargs)
-            except TypeError:  # a call that does not bind: the sync method says why
-                lone = None
-            if lone is not None:
-                acked, action = self._service._ack_write(*lone)  # checked here
-                started = self.on_loop.start(acked, action)
-                if started is not None:
-                    moved = await started
-                    if moved:
-                        self._service._acked(*lone, moved)
-                    else:  # why: read on a worker
-                        await self._workers.run(self._service._acked, *lone, moved)
-                    return
-        await self._workers.run(self._service.ack, *args, **kwargs)
+        started = self.on_loop.start(self._service._ack_write, args, kwargs)
+        if started is None:
+            await self._workers.run(self._service.ack, *args, **kwargs)
+            return
+        ran, (name, seq) = started
+        if await ran:
+            self._service._acked(name, seq, True)
+        else:  # why it matched no row: read on a worker
+            await self._workers.run(self._service._acked, name, seq, False)
 
     @_with_doc_of(ConsumerService.follow)
     @validate_arguments()
