@@ -42,7 +42,7 @@ from follow import percentile, verdict
 
 from session_journal import Store
 from session_journal.storage import driver
-from session_journal.storage.repositories.consumers import ACK_ORDER, ACK_PG, ACK_SQLITE
+from session_journal.storage.repositories.consumers import STATEMENTS
 
 ACK_IN_UOW, LONE_ACK = 1.10, 1.0
 CHUNK = 50
@@ -132,7 +132,7 @@ def bare_ack_in_transaction(
     with store:
         dialect = store._database.writer.dialect  # benchmarks only: the store's own SQL
     postgresql = backend.name == "postgresql"
-    ack_sql = driver.Prepared(dialect, ACK_PG if postgresql else ACK_SQLITE, ACK_ORDER).sql
+    ack_statement = driver.Prepared(dialect, STATEMENTS[backend.name].ack)
     insert = (
         "INSERT INTO bench_read_model (seq) VALUES (%s)"
         if postgresql
@@ -156,7 +156,9 @@ def bare_ack_in_transaction(
                     cursor.execute(insert, (next_seq,))
                 if ack:
                     seq = next_seq
-                    cursor.execute(ack_sql, (seq, seq, now_ms(), "projector", seq))
+                    values = {"consumer": "projector", "seq": seq, "acked_at_ms": now_ms()}
+                    arguments = ack_statement.arguments({**values, "clock_ms": None})
+                    cursor.execute(ack_statement.sql, arguments)
                     cursor.fetchone()
                     next_seq += 1
                 if postgresql:

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 from session_journal import ApiEventPage
-from session_journal.aio import AsyncFollower, AsyncStore
+from session_journal.aio import AsyncFollower, AsyncLease, AsyncStore
 
 T = TypeVar("T")
 
@@ -69,7 +69,10 @@ class _Service:
             return method
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return self._loop.run(method(*args, **kwargs))
+            if isinstance(kwargs.get("lease"), SyncLease):  # an ack's lease: the async one
+                kwargs["lease"] = kwargs["lease"].lease
+            result = self._loop.run(method(*args, **kwargs))
+            return SyncLease(result, self._loop) if isinstance(result, AsyncLease) else result
 
         return call
 
@@ -120,6 +123,30 @@ class SyncFollower(Iterator[ApiEventPage]):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._follower, name)
+
+
+class SyncLease:
+    """An `AsyncLease` driven from a test's thread, shaped as a `Lease`."""
+
+    def __init__(self, lease: AsyncLease, loop: LoopThread) -> None:
+        self.lease = lease
+        self._loop = loop
+
+    def renew(self, *, ttl_s: float | None = None) -> None:
+        self._loop.run(self.lease.renew(ttl_s=ttl_s))
+
+    def release(self) -> bool:
+        return self._loop.run(self.lease.release())
+
+    def __enter__(self) -> SyncLease:
+        self._loop.run(self.lease.__aenter__())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._loop.run(self.lease.__aexit__(*exc))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.lease, name)
 
 
 class SyncOverAsync:

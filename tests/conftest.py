@@ -16,6 +16,7 @@ import pytest
 
 from session_journal import Store
 from session_journal.aio import AsyncStore
+from session_journal.storage.clock import DATABASE_CLOCK
 from tests.asyncapi import LoopThread, SyncOverAsync
 from tests.backends import (
     NOTICES,
@@ -130,3 +131,35 @@ def store(migrated_url: str, api: str) -> Iterator[Store]:
             yield facade  # type: ignore[misc]
     finally:
         loop.close()
+
+
+class PinnedClock:
+    """The database's clock of leases, pinned by a test (`storage/clock.py`): every statement
+    that reads the clock reads `ms` instead, on both backends."""
+
+    START_MS = 1_800_000_000_000  # 2027-01-15, a time no real clock of the run shows
+
+    def __init__(self) -> None:
+        self.set(self.START_MS)
+
+    @property
+    def ms(self) -> int:
+        assert DATABASE_CLOCK.pinned_ms is not None
+        return DATABASE_CLOCK.pinned_ms
+
+    def set(self, ms: int) -> None:
+        DATABASE_CLOCK.pinned_ms = ms
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock by `seconds` (back, if negative: a clock jump)."""
+        self.set(self.ms + round(seconds * 1000))
+
+
+@pytest.fixture
+def pinned_clock() -> Iterator[PinnedClock]:
+    """The leases' clock pinned at `PinnedClock.START_MS` for the test, then the database's
+    again."""
+    try:
+        yield PinnedClock()
+    finally:
+        DATABASE_CLOCK.pinned_ms = None

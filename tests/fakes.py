@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import copy
 import re
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -41,8 +42,11 @@ from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
+from session_journal.storage.clock import DATABASE_CLOCK
 from session_journal.storage.protocols import LoneWrite, ReadContext, Transactions, WriteContext
 from session_journal.storage.repositories import (
+    LeaseHolder,
+    LeaseTaken,
     LogVersion,
     StoredConsumer,
     StoredLifecycle,
@@ -488,13 +492,68 @@ class FakeConsumers:
         consumer = self._state.consumers[name]
         self._state.consumers[name] = consumer._replace(position=position, last_ack_at_ms=now_ms)
 
-    def ack(self, name: str, seq: int, now_ms: int) -> bool:
+    def ack(
+        self, name: str, seq: int, now_ms: int, lease: tuple[str, int] | None = None
+    ) -> bool | None:
         consumer = self._state.consumers.get(name)
         if consumer is None or seq > self._state.latest_seq:
+            return None
+        if lease is None:
+            if _live(consumer):
+                return False
+        elif (consumer.holder, consumer.generation) != lease or not _live(consumer):
             return False
         position = max(consumer.position, seq)
         self._state.consumers[name] = consumer._replace(position=position, last_ack_at_ms=now_ms)
         return True
+
+    def acquire(self, name: str, holder: str, ttl_ms: int) -> LeaseTaken | None:
+        consumer = self._state.consumers.get(name)
+        if consumer is None or (_live(consumer) and consumer.holder != holder):
+            return None
+        taken = LeaseTaken(consumer.generation + 1, _clock_ms() + ttl_ms)
+        self._state.consumers[name] = consumer._replace(
+            holder=holder, generation=taken.generation, lease_expires_at_ms=taken.expires_at_ms
+        )
+        return taken
+
+    def holder_of(self, name: str) -> LeaseHolder | None:
+        consumer = self._state.consumers.get(name)
+        if consumer is None:
+            return None
+        return LeaseHolder(
+            consumer.holder, consumer.generation, consumer.lease_expires_at_ms, _clock_ms()
+        )
+
+    def renew(self, name: str, holder: str, generation: int, ttl_ms: int) -> int | None:
+        consumer = self._state.consumers.get(name)
+        if (
+            consumer is None
+            or (consumer.holder, consumer.generation) != (holder, generation)
+            or not _live(consumer)
+        ):
+            return None
+        expires = _clock_ms() + ttl_ms
+        self._state.consumers[name] = consumer._replace(lease_expires_at_ms=expires)
+        return expires
+
+    def release(self, name: str, holder: str, generation: int) -> bool:
+        consumer = self._state.consumers.get(name)
+        if consumer is None or (consumer.holder, consumer.generation) != (holder, generation):
+            return False
+        self._state.consumers[name] = consumer._replace(holder=None, lease_expires_at_ms=None)
+        return True
+
+
+def _clock_ms() -> int:
+    """The database's clock in memory: the pinned time, else the host's."""
+    pinned = DATABASE_CLOCK.argument()
+    return int(time.time() * 1000) if pinned is None else pinned
+
+
+def _live(consumer: StoredConsumer) -> bool:
+    expires = consumer.lease_expires_at_ms
+    return consumer.holder is not None and expires is not None and expires > _clock_ms()
 
 
 class FakeUnitOfWork:
@@ -512,12 +571,18 @@ class FakeUnitOfWork:
         self.consumers = FakeConsumers(state)
         self.committed = False
         self.waiting: list[Callable[[], None]] = []  # run after the commit (`after_commit`)
+        self.refusal: Exception | None = None  # why it may not commit (`refuse_commit`)
 
     def commit(self) -> None:
+        if self.refusal is not None:
+            raise type(self.refusal)(*self.refusal.args)
         self.committed = True
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         self.waiting.append(callback)
+
+    def refuse_commit(self, error: Exception) -> None:
+        self.refusal = error
 
 
 class FakeTransactions:

@@ -52,6 +52,8 @@ from .errors import (
     IntegrityViolation,
     InvalidRecord,
     JournalDamaged,
+    LeaseHeld,
+    LeaseLost,
     LifecycleConflict,
     MigrationFailed,
     MissingDependency,
@@ -82,16 +84,27 @@ from .records import (
 )
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
-    from .aio import AsyncStore
+    from .aio import AsyncLease, AsyncStore
     from .follow import AsyncFollower, Follower
     from .journal.redaction import Redactor
     from .migrations import SCHEMA_LEVEL
+    from .services.consumers import Lease
     from .storage.unit_of_work import UnitOfWork
     from .store import Snapshot, Store
 
 # The names backed by the database layer: `__getattr__` imports them on first use.
 _DATABASE_NAMES = frozenset(
-    {"SCHEMA_LEVEL", "AsyncFollower", "AsyncStore", "Follower", "Snapshot", "Store", "UnitOfWork"}
+    {
+        "SCHEMA_LEVEL",
+        "AsyncFollower",
+        "AsyncLease",
+        "AsyncStore",
+        "Follower",
+        "Lease",
+        "Snapshot",
+        "Store",
+        "UnitOfWork",
+    }
 )
 
 __all__ = [
@@ -107,6 +120,7 @@ __all__ = [
     "ApiEventPageBefore",
     "ApiTurnOutcome",
     "AsyncFollower",
+    "AsyncLease",
     "AsyncStore",
     "BoundTransactionOpen",
     "CallWithdrawn",
@@ -132,6 +146,9 @@ __all__ = [
     "IntegrityViolation",
     "InvalidRecord",
     "JournalDamaged",
+    "Lease",
+    "LeaseHeld",
+    "LeaseLost",
     "LegacyNotice",
     "LifecycleConflict",
     "MigrationFailed",
@@ -180,13 +197,16 @@ def __getattr__(name: str) -> Any:
     if name not in _DATABASE_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from . import aio, follow, migrations, store
+    from .services import consumers
     from .storage import unit_of_work
 
     globals().update(
         SCHEMA_LEVEL=migrations.SCHEMA_LEVEL,
         AsyncFollower=follow.AsyncFollower,
+        AsyncLease=aio.AsyncLease,
         AsyncStore=aio.AsyncStore,
         Follower=follow.Follower,
+        Lease=consumers.Lease,
         Snapshot=store.Snapshot,
         Store=store.Store,
         UnitOfWork=unit_of_work.UnitOfWork,

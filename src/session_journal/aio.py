@@ -32,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
 
 from ._aio_workers import DEFAULT_THREADS, MAX_THREADS, _thread_count, _Workers
 from ._arguments import Given, Int64, validate_arguments
@@ -44,12 +44,21 @@ from .follow.async_follower import SWEEP_S, AsyncFollower, AsyncFollowing
 from .follow.fanout import WAKE_CHUNK
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
-from .services.consumers import ConsumerService
+from .services.consumers import (
+    ConsumerService,
+    HeldLease,
+    Lease,
+    LeaseTtl,
+    LeaseWait,
+    _held,
+    _lease_wait,
+)
 from .services.events import EventService, _timeout, page_size
 from .services.faults import FaultService
 from .services.index import ProjectIndex
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
+from .storage.lone import Ack
 from .storage.protocols import LoopWrite, LoopWriter
 from .storage.unit_of_work import UnitOfWork
 from .store import Snapshot, Store
@@ -70,6 +79,7 @@ __all__ = [
     "AsyncEventService",
     "AsyncFaultService",
     "AsyncFollower",
+    "AsyncLease",
     "AsyncProjectIndex",
     "AsyncProjectionService",
     "AsyncSessionService",
@@ -158,21 +168,23 @@ class _LoopWrites:
 
     def start(
         self,
-        prepare: Callable[[Any, Any], tuple[LoopWrite[T], str]],
+        prepare: Callable[..., tuple[LoopWrite[T], str]],
+        bind: Callable[..., tuple[Any, ...] | None],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> tuple[asyncio.Future[T], tuple[Any, Any]] | None:
-        """The lone write of a call with `args` and `kwargs` (made and checked by `prepare`,
-        given the call's two arguments: a startup fault's `(session_id, message)`, an ack's
-        `(name, seq)`), started on the running loop and shielded (a caller cancelled leaves its
-        one statement to run to its end), and those two arguments; `None` when the call may
-        not run there now (given `uow=`, not binding, the store's loop writes busy or absent:
-        the caller runs it on a worker, whose sync method says what is wrong with it)."""
+    ) -> tuple[asyncio.Future[T], LoopWrite[T]] | None:
+        """The lone write of a call with `args` and `kwargs` (bound by `bind` to the arguments
+        `prepare` takes, `None` when given `uow=`; made and checked by `prepare`: a startup
+        fault's `(session_id, message)`, an ack's `(name, seq, lease)`), started on the running
+        loop and shielded (a caller cancelled leaves its one statement to run to its end), and
+        the write; `None` when the call may not run there now (given `uow=`, not binding, the
+        store's loop writes busy or absent: the caller runs it on a worker, whose sync method
+        says what is wrong with it)."""
         loop_writes = self._loop_writes
         if loop_writes is None or self._workers.closed:
             return None
         try:
-            lone = _lone_arguments(*args, **kwargs)
+            lone = bind(*args, **kwargs)
         except TypeError:  # a call that does not bind
             return None
         if lone is None:
@@ -183,7 +195,7 @@ class _LoopWrites:
             return None
         self._on_loop.add(started)
         started.add_done_callback(self._on_loop.discard)
-        return asyncio.shield(started), lone
+        return asyncio.shield(started), write
 
     async def settled(self) -> None:
         """Return once the lone writes started on the running loop have ended."""
@@ -207,16 +219,22 @@ class AsyncFaultService(_Service[FaultService]):
         # On PostgreSQL, when nothing else of the process writes, its one statement runs on
         # the event loop itself, on a connection of the store's own (`storage/loop_writes.py`);
         # otherwise on a worker, as every call.
-        started = self.on_loop.start(self._service.startup_fault, args, kwargs)
+        started = self.on_loop.start(self._service.startup_fault, _fault_arguments, args, kwargs)
         if started is not None:
             return await started[0]
         return await self._workers.run(self._service.record_startup_fault, *args, **kwargs)
 
 
-def _lone_arguments(session_id: Any, message: Any, *, uow: Any = None) -> tuple[Any, Any] | None:
-    """The arguments of a call that may run on the loop (without `uow`): a startup fault's
-    `(session_id, message)`, an ack's `(name, seq)`."""
+def _fault_arguments(session_id: Any, message: Any, *, uow: Any = None) -> tuple[Any, ...] | None:
+    """A startup fault's arguments, for its lone write on the loop (none given `uow`)."""
     return (session_id, message) if uow is None else None
+
+
+def _ack_arguments(
+    name: Any, seq: Any, *, lease: Any = None, uow: Any = None
+) -> tuple[Any, ...] | None:
+    """An ack's arguments, for its lone write on the loop (none given `uow`)."""
+    return (name, seq, lease) if uow is None else None
 
 
 class AsyncCheckpointService(_Service[CheckpointService]):
@@ -228,6 +246,43 @@ class AsyncCheckpointService(_Service[CheckpointService]):
     finish_failed = _awaitable(CheckpointService.finish_failed)
     recover_interrupted = _awaitable(CheckpointService.recover_interrupted)
     get = _awaitable(CheckpointService.get)
+
+
+class AsyncLease(HeldLease):
+    """A consumer's lease, from `async_store.consumers.acquire`: `Lease`, with `renew` and
+    `release` awaited (on a worker) and `async with` releasing it."""
+
+    __slots__ = ("_consumers",)
+
+    def __init__(self, consumers: AsyncConsumerService, taken: HeldLease) -> None:
+        super().__init__(
+            taken.name, taken.holder, taken.generation, taken.expires_at_ms, taken.ttl_s
+        )
+        self._consumers = consumers
+
+    @_with_doc_of(Lease.renew)
+    async def renew(self, *, ttl_s: float | None = None) -> None:
+        """`Lease.renew`, awaited."""
+        consumers = self._consumers
+        ttl = self.ttl_s if ttl_s is None else ttl_s
+        self._expires_at_ms = await consumers._workers.run(consumers._service._renew, self, ttl)
+
+    @_with_doc_of(Lease.release)
+    async def release(self) -> bool:
+        """`Lease.release`, awaited."""
+        consumers = self._consumers
+        return await consumers._workers.run(consumers._service._release, self)
+
+    async def __aenter__(self) -> AsyncLease:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.release()
 
 
 class AsyncConsumerService(_Service[ConsumerService]):
@@ -252,15 +307,16 @@ class AsyncConsumerService(_Service[ConsumerService]):
     async def ack(self, /, *args: Any, **kwargs: Any) -> None:
         # As a startup fault: on PostgreSQL, when nothing else of the process writes, its one
         # statement runs on the event loop itself; otherwise on a worker.
-        started = self.on_loop.start(self._service._ack_write, args, kwargs)
+        started = self.on_loop.start(self._service._ack_write, _ack_arguments, args, kwargs)
         if started is None:
             await self._workers.run(self._service.ack, *args, **kwargs)
             return
-        ran, (name, seq) = started
-        if await ran:
-            self._service._acked(name, seq, True)
-        else:  # why it matched no row: read on a worker
-            await self._workers.run(self._service._acked, name, seq, False)
+        ran, write = started[0], cast(Ack, started[1])
+        outcome = await ran
+        if outcome is True:
+            self._service._acked(write, outcome)
+        else:  # why it was refused: read on a worker
+            await self._workers.run(self._service._acked, write, outcome)
 
     @_with_doc_of(ConsumerService.follow)
     @validate_arguments()
@@ -275,25 +331,34 @@ class AsyncConsumerService(_Service[ConsumerService]):
             side, load, event_filter, position, page_size(limit), started=True, strict=True
         )
 
+    @_with_doc_of(ConsumerService.acquire)
+    @validate_arguments()
+    async def acquire(
+        self, name: Id, holder: Id, *, ttl_s: LeaseTtl, wait_s: LeaseWait = 0.0
+    ) -> AsyncLease:
+        """`ConsumerService.acquire`, awaited without holding a thread while it waits: each
+        attempt runs on a worker, and the acks' signal (a release) calls the loop back."""
+        attempt = self._service._try_acquire
+        async with self._acks_listened(wait_s) as moved:
+            deadline = time.monotonic() + wait_s
+            while True:
+                moved.clear()  # before the attempt: a later release sets it
+                taken = await self._workers.run(attempt, name, holder, ttl_s)
+                if isinstance(taken, HeldLease):
+                    return AsyncLease(self, taken)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _held(name, taken)
+                await _woken(moved, _lease_wait(taken, left))
+
     @_with_doc_of(ConsumerService.wait_until)
     @validate_arguments()
     async def wait_until(self, name: Id, seq: Int64, *, timeout: object) -> bool:
         """`ConsumerService.wait_until`, awaited without holding a thread: the acks' signal
         calls the loop back, and only the reads of the position go to a worker."""
         seconds = _timeout(timeout)
-        following = self._following.following
-        acks = following.watched_acks()
-        loop = asyncio.get_running_loop()
-        moved = asyncio.Event()
-
-        def wake() -> None:  # with the signal's lock held: returns at once
-            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
-                loop.call_soon_threadsafe(moved.set)
-
-        deadline = time.monotonic() + seconds
-        acks.add_listener(wake)
-        following.signal.waiter_joined()  # the SQLite watcher reads while someone waits
-        try:
+        async with self._acks_listened(seconds) as moved:
+            deadline = time.monotonic() + seconds
             while True:
                 moved.clear()  # before the read: a later ack sets it
                 if await self._workers.run(self._service.position, name) >= seq:
@@ -301,14 +366,40 @@ class AsyncConsumerService(_Service[ConsumerService]):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                if acks.closed or self._workers.closed:
+                if self._following.following.acks.closed or self._workers.closed:
                     raise StoreClosed("wait for a consumer: the store was closed")
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(left):
-                        await moved.wait()
+                await _woken(moved, left)
+
+    @asynccontextmanager
+    async def _acks_listened(self, seconds: float) -> AsyncIterator[asyncio.Event]:
+        """An event the acks' signal sets (acks, releases: of this process or, heard by the
+        store's watcher or listener, of another) while up to `seconds` are waited."""
+        moved = asyncio.Event()
+        if seconds <= 0:  # nobody waits: nothing to listen to
+            yield moved
+            return
+        following = self._following.following
+        acks = following.watched_acks()
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # with the signal's lock held: returns at once
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits
+                loop.call_soon_threadsafe(moved.set)
+
+        acks.add_listener(wake)
+        following.signal.waiter_joined()  # the SQLite watcher reads while someone waits
+        try:
+            yield moved
         finally:
             acks.remove_listener(wake)
             following.signal.waiter_left()
+
+
+async def _woken(moved: asyncio.Event, seconds: float) -> None:
+    """Return once `moved` is set or `seconds` pass."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await moved.wait()
 
 
 class AsyncProjectionService(_Service[ProjectionService]):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 
 class SessionJournalError(Exception):
     """Base of every error raised by session-journal."""
@@ -52,6 +54,37 @@ class SessionNotFound(SessionJournalError):
 
 class ConsumerNotFound(SessionJournalError):
     """The durable consumer named by a call is not registered (`store.consumers`)."""
+
+
+class LeaseHeld(SessionJournalError):
+    """`store.consumers.acquire` found the consumer's lease held by another holder, live until
+    `expires_at_ms` (milliseconds since the epoch, by the database's clock), for longer than it
+    was told to wait. `holder` names the replica that holds it."""
+
+    def __init__(self, name: str, holder: str, expires_at_ms: int) -> None:
+        self.name = name
+        self.holder = holder
+        self.expires_at_ms = expires_at_ms
+        super().__init__(
+            f"consumer {name!r} is held by {holder!r} until {_utc(expires_at_ms)} (its lease "
+            "expires then unless renewed); nothing was written"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.name, self.holder, self.expires_at_ms))
+
+
+class LeaseLost(SessionJournalError):
+    """A consumer's lease is no longer the caller's (`store.consumers`): it expired, was
+    released or was taken over by another holder (a newer generation), or the consumer is held
+    by a live lease the call did not carry. Nothing was written, and a unit of work in which an
+    ack was refused for this cannot commit: stop handling events, and `acquire` again."""
+
+
+def _utc(ms: int) -> str:
+    """A time in milliseconds since the epoch, as operators read it (UTC, to the millisecond)."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class LifecycleConflict(SessionJournalError):

@@ -116,3 +116,12 @@ class ConsumerStatus(BaseModel):
     """When it last acked (or was reset); `None`: never since it registered."""
     max_idle_s: float | None
     """How long it may go without acking and still hold retention back (`None`: always)."""
+    holder: str | None = None
+    """The holder of its lease (`consumers.acquire`), expired or not; `None`: no lease was taken,
+    or the last was released."""
+    generation: int = 0
+    """How many leases were taken (0: none ever); an ack must carry the latest while it is
+    live."""
+    lease_expires_at_ms: int | None = None
+    """When `holder`'s lease expires (or expired), by the database's clock; `None` with no
+    holder."""

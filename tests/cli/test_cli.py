@@ -44,11 +44,11 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0012_consumers",
+        "revision: 0013_consumer_leases",
         "version_table: session_journal_version",
-        "schema_level: 12",
+        "schema_level: 13",
         "minimum_compatible_level: 2",
-        "code_schema_level: 12",
+        "code_schema_level: 13",
         "verdict: up to date",
     ]
 

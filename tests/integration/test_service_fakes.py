@@ -5,6 +5,7 @@ only as good as this agreement."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +20,8 @@ from session_journal import (
     CheckpointMetadata,
     ConsumerNotFound,
     InvalidRecord,
+    LeaseHeld,
+    LeaseLost,
     LifecycleConflict,
     NotOperationOwner,
     SessionNotFound,
@@ -35,6 +38,7 @@ from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
 from session_journal.services.sessions import SessionService
+from session_journal.storage.clock import DATABASE_CLOCK
 from tests.fakes import FakeServices
 
 
@@ -76,6 +80,8 @@ def scenario(services: Services) -> list[str]:
         except (
             ConsumerNotFound,
             InvalidRecord,
+            LeaseHeld,
+            LeaseLost,
             LifecycleConflict,
             NotOperationOwner,
             SessionNotFound,
@@ -126,7 +132,33 @@ def scenario(services: Services) -> list[str]:
     attempt(services.consumers.ack, "ghost", 1)
     attempt(services.consumers.register, "faults")
     services.consumers.reset("faults", to="now")
+    DATABASE_CLOCK.pinned_ms = CLOCK_MS  # leases: the database's clock, pinned
+    lease = services.consumers.acquire("all", "replica-a", ttl_s=30)
+    attempt(services.consumers.acquire, "all", "replica-b", ttl_s=30)
+    attempt(services.consumers.ack, "all", 5)
+    services.consumers.ack("all", 5, lease=lease)
+    DATABASE_CLOCK.pinned_ms += 30_000
+    taken = services.consumers.acquire("all", "replica-b", ttl_s=30)
+    attempt(lease.renew)
+    attempt(services.consumers.ack, "all", 6, lease=lease)
+    services.consumers.ack("all", 6, lease=taken)
+    attempt(services.consumers.acquire, "ghost", "replica-a", ttl_s=30)
+    lease = services.consumers.acquire("faults", "replica-a", ttl_s=30)
+    lease.release()
+    services.consumers.ack("faults", 6)
     return refused
+
+
+CLOCK_MS = 1_800_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def unpinned() -> Iterator[None]:
+    """The scenario pins the database's clock; the next test has it back."""
+    try:
+        yield
+    finally:
+        DATABASE_CLOCK.pinned_ms = None
 
 
 def outcome(services: Services) -> tuple[Any, ...]:
@@ -157,6 +189,11 @@ def test_a_scenario_leaves_the_same_state_in_the_fakes_and_the_database(store: S
         "InvalidRecord",
         "ConsumerNotFound",
         "InvalidRecord",
+        "LeaseHeld",
+        "LeaseLost",
+        "LeaseLost",
+        "LeaseLost",
+        "ConsumerNotFound",
     ]
     assert scenario(fake) == refused
     expected = outcome(store)

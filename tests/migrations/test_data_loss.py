@@ -49,6 +49,8 @@ ALLOW = (
     "migrations.downgrade(..., allow_data_loss=True) or alembic -x allow_data_loss=yes downgrade"
 )
 LOSSES_TO_0001 = (
+    "0013_consumer_leases: 1 held lease(s) of durable consumers (a paused holder would ack "
+    "unfenced)",
     "0012_consumers: 1 durable consumer(s) and their positions (the consumers table)",
     "0006_project_index: 1 row(s) of the project index (project_events)",
     "0004_outcome_bodies: 1 turn_ended body(ies) would lose outcome.reason or a kind that "
@@ -69,6 +71,7 @@ def hold_what_each_downgrade_loses(url: str) -> None:
         store_raw_body(store, "s1", INTERRUPTED)
         store.index.insert([IndexRow("s1", 1, "2026-11-29T12:00:00Z", "x", None, None, "hi", "{}")])
         store.consumers.register("projector")
+        store.consumers.acquire("projector", "replica-1", ttl_s=60)
 
 
 def revision_of(url: str) -> str | None:
@@ -102,12 +105,12 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
     assert (refused.value.current, refused.value.target) == (
-        "0012_consumers",
+        "0013_consumer_leases",
         "0001_initial",
     )
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0012_consumers to 0001_initial would lose data: "
+        "downgrading from 0013_consumer_leases to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -126,7 +129,7 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
     with pytest.raises(DataLossRefused) as refused:
         migrations.downgrade(url, "-7")
     assert (refused.value.target, refused.value.losses) == (
-        "0005_relay_projection",
+        "0006_project_index",
         LOSSES_TO_0001[:2],
     )
     assert revision_of(url) == migrations.head()
@@ -250,7 +253,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0012_consumers to 0001_initial would lose data: "
+        "downgrading from 0013_consumer_leases to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

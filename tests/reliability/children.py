@@ -30,6 +30,9 @@ import sqlalchemy as sa
 from session_journal import (
     ApiEventFilter,
     ApiEventPage,
+    Lease,
+    LeaseHeld,
+    LeaseLost,
     LifecycleConflict,
     NotOperationOwner,
     SessionFault,
@@ -287,13 +290,69 @@ def race_recover(child: Child, now: str, delay_s: float) -> int:
 EFFECTS = sa.table("projected_effects", sa.column("seq", sa.BigInteger))
 
 
-def project_page(store: Store, consumer: str, page: ApiEventPage) -> None:
-    """Handle one page: its effects and the ack, in one transaction."""
+def project_page(
+    store: Store, consumer: str, page: ApiEventPage, lease: Lease | None = None
+) -> None:
+    """Handle one page: its effects and the ack (with `lease`), in one transaction."""
     with store.unit_of_work() as uow:
         for event in page.events:
             uow.connection.execute(EFFECTS.insert().values(seq=event.seq))
-        store.consumers.ack(consumer, page.next_after_seq, uow=uow)
+        store.consumers.ack(consumer, page.next_after_seq, lease=lease, uow=uow)
         uow.commit()
+
+
+def hold_until_paused(
+    child: Child, consumer: str, holder: str, ttl_s: float, ready_path: str, go_path: str
+) -> list[str]:
+    """A replica of a projector that takes the consumer's lease, handles its first page, reads
+    the next and then waits (the file at `ready_path` made) until the file at `go_path` exists
+    — the parent pauses it there with SIGSTOP, past its lease — before it handles that page
+    and renews the lease; what came of each ("acked"/"renewed", or the error's name)."""
+    store = child.store
+    lease = store.consumers.acquire(consumer, holder, ttl_s=ttl_s)
+    outcomes = []
+    with store.consumers.follow(consumer, limit=3) as follower:
+        first = follower.next_page(timeout=FOLLOW_TIMEOUT_S)
+        assert first is not None and first.events
+        project_page(store, consumer, first, lease)
+        page = follower.next_page(timeout=FOLLOW_TIMEOUT_S)
+        assert page is not None and page.events
+        Path(ready_path).touch()
+        while not Path(go_path).exists():
+            time.sleep(0.01)
+        for name, attempt in [
+            ("acked", lambda: project_page(store, consumer, page, lease)),
+            ("renewed", lease.renew),
+        ]:
+            try:
+                attempt()
+                outcomes.append(name)
+            except LeaseLost as lost:
+                outcomes.append(f"LeaseLost: {lost}")
+    return outcomes
+
+
+def take_over(
+    child: Child, consumer: str, holder: str, ttl_s: float, through_seq: int
+) -> tuple[str, int, int]:
+    """Another replica: asks for the lease without waiting (refused while the first holds it:
+    the holder it was refused by), then waits for it and handles the consumer's pages with it
+    until its position reaches `through_seq`; the holder refused by, the generation taken and
+    the position then."""
+    store = child.store
+    try:
+        store.consumers.acquire(consumer, holder, ttl_s=ttl_s)
+        refused_by = ""
+    except LeaseHeld as held:
+        refused_by = held.holder
+    lease = store.consumers.acquire(consumer, holder, ttl_s=ttl_s, wait_s=FOLLOW_TIMEOUT_S)
+    with store.consumers.follow(consumer, limit=3) as follower:
+        while store.consumers.position(consumer) < through_seq:
+            page = follower.next_page(timeout=FOLLOW_TIMEOUT_S)
+            if page is None:
+                raise AssertionError(f"no page of {consumer} within {FOLLOW_TIMEOUT_S} s")
+            project_page(store, consumer, page, lease)
+    return refused_by, lease.generation, store.consumers.position(consumer)
 
 
 def project_until_killed(child: Child, consumer: str, limit: int, started_path: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 from session_journal import aio
 from session_journal.services.activity import ActivityService
 from session_journal.services.checkpoints import CheckpointService
-from session_journal.services.consumers import ConsumerService
+from session_journal.services.consumers import ConsumerService, Lease
 from session_journal.services.events import EventService
 from session_journal.services.faults import FaultService
 from session_journal.services.index import ProjectIndex
@@ -26,6 +26,7 @@ PAIRS = [
     (ProjectionService, aio.AsyncProjectionService),
     (ProjectIndex, aio.AsyncProjectIndex),
     (ConsumerService, aio.AsyncConsumerService),
+    (Lease, aio.AsyncLease),
 ]
 # The journal writer's question to the sync index, and the async twin's to the sync faults.
 NOT_CALLS = {"writing_in_this_thread", "startup_fault"}
@@ -75,7 +76,7 @@ def test_every_awaitable_shows_the_sync_parameters_and_docstring(
         method = getattr(asynchronous, name)
         mine, theirs = inspect.signature(method), inspect.signature(member)
         assert list(mine.parameters.values()) == list(theirs.parameters.values()), name
-        if name not in ("follow", "wait", "wait_json"):  # these may differ in return only
+        if name not in ("follow", "wait", "wait_json", "acquire"):  # may differ in return only
             assert mine.return_annotation == theirs.return_annotation, name
         assert method.__doc__ and (member.__doc__ or "").strip() in method.__doc__, name
         assert method.__qualname__ == f"{asynchronous.__name__}.{name}"

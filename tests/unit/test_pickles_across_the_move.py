@@ -56,10 +56,12 @@ def objects() -> dict[str, Any]:
         for name in sorted(session_journal.__all__)
         if isinstance(getattr(session_journal, name), type)
         and issubclass(getattr(session_journal, name), session_journal.SessionJournalError)
-        and name not in {"DataLossRefused", "CursorExpired"}
+        and name not in {"DataLossRefused", "CursorExpired", "LeaseHeld"}
     }
     errors["DataLossRefused"] = session_journal.DataLossRefused("0007", "0005", ("floor",))
     errors["CursorExpired"] = session_journal.CursorExpired(pruned_through=9, cursor=4)
+    if hasattr(session_journal, "LeaseHeld"):  # added since the file was made
+        errors["LeaseHeld"] = session_journal.LeaseHeld("projector", "host-1:42", 1_700_000_000)
     event = ApiEvent(
         seq=7,
         session_id="s-1",

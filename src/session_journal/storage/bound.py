@@ -268,6 +268,7 @@ def _on_commit(connection: sa.Connection) -> None:
     waiting = binding.uow.take_after_commit()
     outcome = "its commit failed"
     try:
+        binding.uow.check_commit()  # a refusal the caller's writes must not outlive
         if driver.transaction_aborted(connection):
             # PostgreSQL would answer the COMMIT with a rollback, and the caller would not know.
             raise StorageError(

@@ -309,18 +309,26 @@ def rollback_nested(connection: sa.Connection) -> None:
 class Prepared:
     """A statement of a lone write, compiled once (per engine: the write path keeps its lone
     statements) and run on a `LoneCursor` with its arguments given as a tuple in the order of
-    its parameters (`order`, checked here), with no dictionary, cache lookup or SQLAlchemy object
-    per run. Its constants are written in its text (`literal_column`), not bound."""
+    its parameters (`order`: checked here when given, else the compiled order), with no cache
+    lookup or SQLAlchemy object per run. Its constants are written in its text
+    (`literal_column`), not bound."""
 
-    __slots__ = ("sql",)
+    __slots__ = ("order", "sql")
 
-    def __init__(self, dialect: Dialect, statement: sa.Executable, order: tuple[str, ...]) -> None:
+    def __init__(
+        self, dialect: Dialect, statement: sa.Executable, order: tuple[str, ...] | None = None
+    ) -> None:
         if not dialect.positional:  # psycopg: compiled for positional parameters (`%s`), which
             dialect = _positional(type(dialect))  # it takes as a plain tuple
         sql, positions, _ = _compiled(dialect, statement)
-        if positions is None or tuple(positions) != order:
+        if positions is None or (order is not None and tuple(positions) != order):
             raise ValueError(f"the parameters of {sql!r} are {positions}, not {order}")
         self.sql = sql
+        self.order: tuple[str, ...] = tuple(positions)
+
+    def arguments(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        """`values`, by parameter name, as the tuple of its parameters in their order."""
+        return tuple([values[name] for name in self.order])
 
 
 def _positional(kind: type[Dialect]) -> Dialect:

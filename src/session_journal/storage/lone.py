@@ -35,9 +35,10 @@ from sqlalchemy.engine import Dialect
 
 from .._validation import EncodedJson
 from . import driver
+from .clock import CLOCK_PARAMETER, DATABASE_CLOCK
 from .models import EventSequenceRow, SessionRow
 from .protocols import WriteContext
-from .repositories.consumers import ACK_ORDER, ACK_PG, ACK_SQLITE
+from .repositories.consumers import STATEMENTS
 from .repositories.event_pages import API_EVENTS
 from .repositories.events import INSERT_EVENT
 
@@ -72,11 +73,13 @@ class LoneStatements:
     """The statements of lone writes for one engine's dialect, compiled once (the write path
     makes them with its first lone write)."""
 
-    __slots__ = ("ack", "append_call", "insert_event", "postgresql", "take_seq")
+    __slots__ = ("ack", "ack_leased", "append_call", "insert_event", "postgresql", "take_seq")
 
     def __init__(self, dialect: Dialect) -> None:
         self.postgresql = dialect.name == "postgresql"
-        self.ack = driver.Prepared(dialect, ACK_PG if self.postgresql else ACK_SQLITE, ACK_ORDER)
+        consumers = STATEMENTS[dialect.name]
+        self.ack = driver.Prepared(dialect, consumers.ack)
+        self.ack_leased = driver.Prepared(dialect, consumers.ack_leased)
         if self.postgresql:
             self.append_call = driver.Prepared(dialect, _APPEND_CALL, _EVENT_COLUMNS[1:])
         else:
@@ -139,40 +142,59 @@ class AppendIfSessionExists:
 
 
 class Ack:
-    """Move a durable consumer's position up to a seq (never down), recording the ack's time;
-    whether the consumer exists and the seq is not above the frontier (the caller says which
-    failed). A lone write: on both backends one statement (`consumers.ACK_SQLITE`,
-    `ACK_PG`, which also notifies `wait_until`'s waiters on PostgreSQL)."""
+    """Move a durable consumer's position up to a seq (never down), recording the ack's time, if
+    the lease allows it; `True` when it acked, `False` when the lease refused it (nothing
+    changed), `None` when the consumer does not exist or the seq is above the frontier (the
+    caller says which). A lone write: on both backends one statement (`consumers.STATEMENTS`'
+    `ack` and `ack_leased`, which also notify `wait_until`'s waiters on PostgreSQL)."""
 
-    __slots__ = ("acked_at_ms", "name", "seq")
+    __slots__ = ("acked_at_ms", "lease", "name", "seq")
 
-    def __init__(self, name: str, seq: int, acked_at_ms: int) -> None:
-        """Arguments checked by the caller (`name` an id, `seq` a seq)."""
+    def __init__(
+        self, name: str, seq: int, acked_at_ms: int, lease: tuple[str, int] | None = None
+    ) -> None:
+        """Arguments checked by the caller (`name` an id, `seq` a seq, `lease` the holder and
+        generation of a lease of this consumer, or `None`)."""
         self.name = name
         self.seq = seq
         self.acked_at_ms = acked_at_ms
+        self.lease = lease
 
-    def run(self, uow: WriteContext) -> bool:
+    def run(self, uow: WriteContext) -> bool | None:
         """The ack on a unit of work (a batch's, or the caller's)."""
-        acked = uow.consumers.ack(self.name, self.seq, self.acked_at_ms)
+        acked = uow.consumers.ack(self.name, self.seq, self.acked_at_ms, self.lease)
         uow.commit()
         return acked
 
-    def run_together(self, writes: Sequence[Ack], uow: WriteContext) -> list[bool]:
+    def run_together(self, writes: Sequence[Ack], uow: WriteContext) -> list[bool | None]:
         """The acks of a batch, in order (one statement each: an ack is one already)."""
-        return [uow.consumers.ack(write.name, write.seq, write.acked_at_ms) for write in writes]
+        return [
+            uow.consumers.ack(write.name, write.seq, write.acked_at_ms, write.lease)
+            for write in writes
+        ]
 
-    def run_alone(self, statements: LoneStatements, cursor: driver.LoneCursor) -> bool:
+    def run_alone(self, statements: LoneStatements, cursor: driver.LoneCursor) -> bool | None:
         """The ack by itself, in the transaction the write path began."""
-        return cursor.first(statements.ack, self._args()) is not None
+        statement = statements.ack if self.lease is None else statements.ack_leased
+        row = cursor.first(statement, statement.arguments(self._values()))
+        return None if row is None else bool(row[0])
 
     async def run_on_loop(
         self, statements: LoneStatements, connection: driver.LoopConnection
-    ) -> bool:
+    ) -> bool | None:
         """PostgreSQL: the ack by itself on an event loop's connection, in autocommit."""
-        return await connection.first(statements.ack, self._args()) is not None
+        statement = statements.ack if self.lease is None else statements.ack_leased
+        row = await connection.first(statement, statement.arguments(self._values()))
+        return None if row is None else bool(row[0])
 
-    def _args(self) -> tuple[int, int, int, str, int]:
-        """The arguments of the ack's statement, in `ACK_ORDER`."""
-        seq = self.seq
-        return (seq, seq, self.acked_at_ms, self.name, seq)
+    def _values(self) -> dict[str, object]:
+        """The arguments of the ack's statement, by name."""
+        values: dict[str, object] = {
+            "consumer": self.name,
+            "seq": self.seq,
+            "acked_at_ms": self.acked_at_ms,
+            CLOCK_PARAMETER: DATABASE_CLOCK.argument(),
+        }
+        if self.lease is not None:
+            values["lease_holder"], values["lease_generation"] = self.lease
+        return values

@@ -267,3 +267,9 @@ class ConsumerRow(Base):
     last_ack_at_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
     # How long it may go without acking and still hold retention back (NULL: always).
     max_idle_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # Its lease (`acquire`): the replica holding it (NULL: none, or released), the number of
+    # leases taken (fencing: an ack of another generation is refused), and when the lease
+    # expires by the database's clock (`storage/clock.py`).
+    holder: Mapped[str | None] = mapped_column(sa.Text)
+    generation: Mapped[int] = mapped_column(sa.BigInteger, server_default=sa.text("0"))
+    lease_expires_at_ms: Mapped[int | None] = mapped_column(sa.BigInteger)

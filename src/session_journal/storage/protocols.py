@@ -30,6 +30,8 @@ from ..records import (
 )
 from ..relay.state import TranscriptItem
 from .repositories import (
+    LeaseHolder,
+    LeaseTaken,
     StoredConsumer,
     StoredLifecycle,
     StoredProjection,
@@ -305,6 +307,11 @@ class ConsumerReads(Protocol):
         """The lowest position of the consumers holding retention back, and whose it is."""
         ...
 
+    def holder_of(self, name: str) -> LeaseHolder | None:
+        """Who holds the consumer's lease until when, and the database's time; `None` if the
+        consumer does not exist."""
+        ...
+
 
 class ConsumerWrites(ConsumerReads, Protocol):
     """Registering, moving and removing durable consumers."""
@@ -330,9 +337,25 @@ class ConsumerWrites(ConsumerReads, Protocol):
         """Move the consumer to `position`, back or forward."""
         ...
 
-    def ack(self, name: str, seq: int, now_ms: int) -> bool:
-        """Move the position up to `seq` (never down); whether the consumer exists and `seq`
-        is not above the frontier."""
+    def ack(
+        self, name: str, seq: int, now_ms: int, lease: tuple[str, int] | None = None
+    ) -> bool | None:
+        """Move the position up to `seq` (never down) if the lease (holder, generation) allows
+        it: `True`; `False` when the lease refused it (nothing changed); `None` when the consumer
+        does not exist or `seq` is above the frontier."""
+        ...
+
+    def acquire(self, name: str, holder: str, ttl_ms: int) -> LeaseTaken | None:
+        """Take the consumer's lease for `holder` (a new generation) unless another holder's is
+        live; `None` if it is, or the consumer does not exist (`holder_of` says which)."""
+        ...
+
+    def renew(self, name: str, holder: str, generation: int, ttl_ms: int) -> int | None:
+        """Extend a live lease to `ttl_ms` from now: its new expiry, or `None` if not live."""
+        ...
+
+    def release(self, name: str, holder: str, generation: int) -> bool:
+        """End a lease that is still the consumer's; whether it was."""
         ...
 
 
@@ -460,6 +483,11 @@ class WriteContext(Protocol):
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback()` once the work done so far has committed, and never if it is
         undone (see `UnitOfWork.after_commit`)."""
+        ...
+
+    def refuse_commit(self, error: Exception) -> None:
+        """From now on its commit raises `error` and commits nothing (see
+        `UnitOfWork.refuse_commit`)."""
         ...
 
 

@@ -70,18 +70,33 @@ class UnitOfWork:
         self.owner = owner  # the store's `Database`: a service takes only its own store's
         self._committer = committer
         self._after_commit: list[Callable[[], None]] = []  # waiting for the commit
+        self.refusal: Exception | None = None  # why it may not commit (`refuse_commit`)
 
     def commit(self) -> None:
         """Commit what this unit of work wrote (its appended events receive their seqs then).
         In `store.unit_of_work()` it commits now; in a function the write path runs
         (`submit`), the function's work commits with its batch, before the call returns; in a
-        service call made with `uow=`, the call's work is kept in this unit of work."""
+        service call made with `uow=`, the call's work is kept in this unit of work. Raises
+        the error a refusal left (`refuse_commit`), committing nothing."""
+        self.check_commit()
         if self._committer is None:
             raise CallerCommits(
                 "commit(): this unit of work is bound to a transaction of the caller, who "
                 "commits it (Session.commit() or Connection.commit())"
             )
         self._committer(self)
+
+    def refuse_commit(self, error: Exception) -> None:
+        """From now on `commit()` (and the caller's commit of a bound transaction) raises
+        `error` and commits nothing: for a refusal the caller's own writes must not outlive
+        (an ack its consumer's lease refused: `LeaseLost`), even if the caller catches it."""
+        self.refusal = error
+
+    def check_commit(self) -> None:
+        """Raise the error of `refuse_commit`, if any (a new one of its kind and message)."""
+        refusal = self.refusal
+        if refusal is not None:
+            raise type(refusal)(*refusal.args)
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback()` once the work done so far has committed: after the `commit()` of a

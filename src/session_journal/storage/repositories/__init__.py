@@ -3,7 +3,7 @@ work, speak domain types, and never begin, commit or close anything."""
 
 from .activity import ActivityRepository
 from .checkpoints import CheckpointRepository
-from .consumers import ConsumerRepository, StoredConsumer
+from .consumers import ConsumerRepository, LeaseHolder, LeaseTaken, StoredConsumer
 from .events import EventRepository, LogVersion
 from .project_events import ProjectEventRepository
 from .projection import ProjectionRepository, StoredProjection
@@ -14,6 +14,8 @@ __all__ = [
     "CheckpointRepository",
     "ConsumerRepository",
     "EventRepository",
+    "LeaseHolder",
+    "LeaseTaken",
     "LogVersion",
     "ProjectEventRepository",
     "ProjectionRepository",
