@@ -610,6 +610,8 @@ class FakeTransactions:
             return fn(uow)
         uow = FakeUnitOfWork(copy.deepcopy(self.state))
         result = fn(uow)
+        if uow.refusal is not None:  # refused (and caught): undone, as the write path does
+            raise uow.refusal
         if uow.committed:
             uow.events.flush()
             self.state = uow.state

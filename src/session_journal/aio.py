@@ -52,6 +52,7 @@ from .services.consumers import (
     LeaseWait,
     _held,
     _lease_wait,
+    _live,
 )
 from .services.events import EventService, _timeout, page_size
 from .services.faults import FaultService
@@ -60,6 +61,7 @@ from .services.projection import ProjectionService
 from .services.sessions import SessionService
 from .storage.lone import Ack
 from .storage.protocols import LoopWrite, LoopWriter
+from .storage.repositories import LeaseHolder
 from .storage.unit_of_work import UnitOfWork
 from .store import Snapshot, Store
 
@@ -295,6 +297,7 @@ class AsyncConsumerService(_Service[ConsumerService]):
         super().__init__(service, workers)
         self._following = following
         self.on_loop = _LoopWrites(service.loop_writes, workers)
+        self._orphans: set[asyncio.Future[bool]] = set()  # releases of cancelled acquires
 
     register = _awaitable(ConsumerService.register)
     get = _awaitable(ConsumerService.get)
@@ -338,18 +341,51 @@ class AsyncConsumerService(_Service[ConsumerService]):
     ) -> AsyncLease:
         """`ConsumerService.acquire`, awaited without holding a thread while it waits: each
         attempt runs on a worker, and the acks' signal (a release) calls the loop back."""
-        attempt = self._service._try_acquire
+        service = self._service
         async with self._acks_listened(wait_s) as moved:
             deadline = time.monotonic() + wait_s
+            holding: LeaseHolder | None = None  # as the last attempt or read found it
             while True:
-                moved.clear()  # before the attempt: a later release sets it
-                taken = await self._workers.run(attempt, name, holder, ttl_s)
-                if isinstance(taken, HeldLease):
-                    return AsyncLease(self, taken)
+                moved.clear()  # before the read or attempt: a later release sets it
+                if holding is not None:  # woken: a read, no write while the lease stays live
+                    holding = await self._workers.run(service._holder, name)
+                if holding is None or not _live(holding):
+                    taken = await self._attempt(name, holder, ttl_s)
+                    if isinstance(taken, HeldLease):
+                        return AsyncLease(self, taken)
+                    holding = taken
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise _held(name, taken)
-                await _woken(moved, _lease_wait(taken, left))
+                    raise _held(name, holding)
+                await _woken(moved, _lease_wait(holding, left))
+
+    async def _attempt(self, name: str, holder: str, ttl_s: float) -> HeldLease | LeaseHolder:
+        """One attempt of `acquire` on a worker, shielded: a caller cancelled meanwhile (a
+        timeout) leaves it to run to its end, and a lease it took is released, not left held
+        by nobody until it expires."""
+        attempt = asyncio.ensure_future(
+            self._workers.run(self._service._try_acquire, name, holder, ttl_s)
+        )
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            attempt.add_done_callback(self._release_orphan)
+            raise
+
+    def _release_orphan(self, attempt: asyncio.Future[HeldLease | LeaseHolder]) -> None:
+        """Release the lease an attempt whose caller was cancelled took (on a worker)."""
+        if attempt.cancelled() or attempt.exception() is not None:
+            return
+        taken = attempt.result()
+        if isinstance(taken, HeldLease):
+            release = asyncio.ensure_future(self._workers.run(self._service._release, taken))
+            self._orphans.add(release)
+            release.add_done_callback(self._released)
+
+    def _released(self, release: asyncio.Future[bool]) -> None:
+        self._orphans.discard(release)
+        if not release.cancelled():
+            release.exception()  # retrieved: a closed store leaves the lease to expire
 
     @_with_doc_of(ConsumerService.wait_until)
     @validate_arguments()

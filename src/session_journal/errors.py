@@ -83,7 +83,10 @@ class LeaseLost(SessionJournalError):
 
 def _utc(ms: int) -> str:
     """A time in milliseconds since the epoch, as operators read it (UTC, to the millisecond)."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (OverflowError, OSError, ValueError):  # outside the years datetime knows
+        return f"{ms} ms after the epoch"
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -217,6 +220,13 @@ class PruneRefused(UsageError):
     """`session-journal db prune` would raise `minimum_compatible_level` or delete every
     retained event, and the flag allowing it (`--allow-level-change`, `--allow-empty-log`) was
     not given: nothing was deleted."""
+
+
+class ConsumerChangeRefused(UsageError):
+    """`session-journal consumers reset` would skip events the consumer has not read, or
+    `consumers remove` would remove one that events wait for, or either would change a
+    consumer a replica holds the live lease of, and the flag allowing it (`--allow-skip`,
+    `--allow-unread`, `--allow-held`) was not given: nothing was changed."""
 
 
 class ReadOnlySnapshot(UsageError):

@@ -125,3 +125,8 @@ class ConsumerStatus(BaseModel):
     lease_expires_at_ms: int | None = None
     """When `holder`'s lease expires (or expired), by the database's clock; `None` with no
     holder."""
+    stuck_after_s: float = 300.0
+    """How long it may go without acking while events wait for it before it is `stuck`."""
+    stuck: bool = False
+    """Whether it is stuck at this read: the frontier is past its position and it has not acked
+    (nor registered or been reset) for longer than `stuck_after_s`."""

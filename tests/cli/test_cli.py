@@ -44,11 +44,11 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0013_consumer_leases",
+        "revision: 0014_consumer_stuck_after",
         "version_table: session_journal_version",
-        "schema_level: 13",
+        "schema_level: 14",
         "minimum_compatible_level: 2",
-        "code_schema_level: 13",
+        "code_schema_level: 14",
         "verdict: up to date",
     ]
 
@@ -305,7 +305,8 @@ def test_a_postgres_url_is_refused_naming_postgresql_psycopg(
         ),
         (["journal"], "session-journal journal", "verify,stats"),
         (["sessions"], "session-journal sessions", "list,remove-ended"),
-        ([], "session-journal", "db,events,demo,journal,sessions,search,serve"),
+        (["consumers"], "session-journal consumers", "list,show,reset,remove"),
+        ([], "session-journal", "db,events,demo,journal,sessions,consumers,search,serve"),
     ],
 )
 def test_a_missing_sub_command_is_named_by_its_choices(

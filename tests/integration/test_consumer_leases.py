@@ -5,13 +5,16 @@ time, and the real clock where it waits."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from session_journal import (
+    AsyncStore,
     ConsumerNotFound,
     InvalidRecord,
     LeaseHeld,
@@ -19,8 +22,11 @@ from session_journal import (
     Store,
 )
 from session_journal.services.consumers import HeldLease
+from session_journal.storage.unit_of_work import UnitOfWork
 from tests.conftest import PinnedClock
+from tests.factories import SessionFactory
 from tests.integration.test_consumers import BODY, log_of, minimum_level
+from tests.integration.test_group_commit import one_batch
 
 pytestmark = pytest.mark.both_apis
 
@@ -309,3 +315,132 @@ def test_leased_acks_made_at_once_are_all_kept(store: Store) -> None:
     for thread in threads:
         thread.join(timeout=30)
     assert store.consumers.position("projector") == 40
+
+
+def projector_of(store: Store, lease: HeldLease, pinned_clock: PinnedClock) -> Any:
+    """A function for `run_in_unit_of_work` that handles two events, acking each with `lease`
+    and committing; before the second, the lease expires (the replica paused past it). It
+    catches the refusal and returns, as a careless projector might."""
+
+    def project(uow: UnitOfWork) -> str:
+        for seq in (1, 2):
+            if seq == 2:
+                pinned_clock.advance(TTL_S)
+            uow.events.append("s1", 1, BODY)  # the effect
+            try:
+                store.consumers.ack("projector", seq, lease=lease, uow=uow)
+            except LeaseLost:
+                return "lost"
+            uow.commit()
+        return "handled"
+
+    return project
+
+
+@pytest.mark.sync_api
+def test_a_function_that_catches_the_refusal_commits_nothing(
+    store: Store, pinned_clock: PinnedClock
+) -> None:
+    """A function the write path runs is its own unit of work: refused once, all of it is
+    undone, and its caller gets `LeaseLost`."""
+    log_of(store, 3)
+    store.consumers.register("projector")
+    lease = store.consumers.acquire("projector", "host-a", ttl_s=TTL_S)
+    with pytest.raises(LeaseLost, match="expired"):
+        store.run_in_unit_of_work(projector_of(store, lease, pinned_clock))
+    assert store.events.latest_seq() == 3
+    assert store.consumers.position("projector") == 0
+
+
+@pytest.mark.sync_api
+def test_a_refusal_in_a_batch_is_its_own_calls(store: Store, pinned_clock: PinnedClock) -> None:
+    """Calls of one batch share the batch's transaction: a refused ack undoes its own call and
+    keeps the others."""
+    log_of(store, 3)
+    store.consumers.register("projector")
+    lease = store.consumers.acquire("projector", "host-a", ttl_s=TTL_S)
+    calls = [
+        lambda: store.run_in_unit_of_work(projector_of(store, lease, pinned_clock)),
+        lambda: store.sessions.save(SessionFactory(id="other")),
+        lambda: store.faults.record_startup_fault("other", "after the refusal"),
+    ]
+    with one_batch(store, calls) as callers:
+        refused, saved, fault = (caller.outcome for caller in callers)
+    assert isinstance(refused, LeaseLost)
+    assert (saved, fault) == (None, True)
+    assert store.events.latest_seq() == 4  # the fault of the third call, not the effects
+    assert store.consumers.position("projector") == 0
+
+
+@pytest.mark.sync_api
+def test_a_waiting_acquire_reads_while_the_lease_stays_live(store: Store) -> None:
+    """Woken by every commit (other consumers' acks), a waiting `acquire` reads who holds the
+    lease, and tries to take it (a write transaction) only once it is not live."""
+    log_of(store, 60)
+    store.consumers.register("projector")
+    store.consumers.register("other")
+    store.consumers.acquire("projector", "host-a", ttl_s=TTL_S)
+    attempts = []
+    attempt = store.consumers._try_acquire
+
+    def counted(*args: Any) -> Any:
+        attempts.append(args)
+        return attempt(*args)
+
+    store.consumers._try_acquire = counted  # type: ignore[method-assign]
+    refused: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            store.consumers.acquire("projector", "host-b", ttl_s=TTL_S, wait_s=1.5)
+        except LeaseHeld as error:
+            refused.append(error)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    for seq in range(1, 61):
+        store.consumers.ack("other", seq)
+        time.sleep(0.01)
+    waiter.join(timeout=30)
+    assert [type(error) for error in refused] == [LeaseHeld]
+    assert len(attempts) == 1  # the first; the wake-ups of 60 acks only read
+
+
+def test_lease_held_says_a_time_out_of_the_calendar_plainly() -> None:
+    assert "1000000000000000000 ms after the epoch" in str(LeaseHeld("p", "h", 10**18))
+
+
+def test_a_cancelled_acquire_releases_the_lease_it_took(backend: str, migrated_url: str) -> None:
+    """An async `acquire` cancelled (a timeout) while its attempt waits for the database
+    leaves the attempt to finish, and releases the lease it took: nobody is left holding it
+    until it expires."""
+    with Store.open(migrated_url) as setup:
+        log_of(setup, 1)
+        setup.consumers.register("projector")
+
+    async def scenario() -> tuple[str | None, int]:
+        async with await AsyncStore.open(migrated_url) as store:
+            engine = sa.create_engine(migrated_url)
+            try:
+                with engine.connect() as blocker:  # holds the consumer's row (or the file)
+                    if backend == "sqlite":
+                        blocker.exec_driver_sql("BEGIN IMMEDIATE")
+                    else:
+                        blocker.begin()
+                        blocker.exec_driver_sql(
+                            "SELECT * FROM consumers WHERE name = 'projector' FOR UPDATE"
+                        )
+                    with pytest.raises(TimeoutError):
+                        async with asyncio.timeout(0.5):
+                            await store.consumers.acquire("projector", "host-a", ttl_s=TTL_S)
+                    blocker.rollback()
+            finally:
+                engine.dispose()
+            for _ in range(500):
+                status = await store.consumers.get("projector")
+                if status.generation == 1 and status.holder is None:
+                    break
+                await asyncio.sleep(0.01)
+            return status.holder, status.generation
+
+    assert asyncio.run(scenario()) == (None, 1)  # taken once, then released

@@ -263,3 +263,54 @@ def test_a_bound_transaction_an_ack_s_error_aborted_refuses_to_commit(store: Sto
     finally:
         engine.dispose()
         other.close()
+
+
+def age(store: Store, name: str, seconds: int) -> None:
+    """Make the consumer's last ack (or registration) `seconds` older, in its stored row."""
+    engine = sa.create_engine(store.url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                sa.text(
+                    "UPDATE consumers SET registered_at_ms = registered_at_ms - :ms, "
+                    "last_ack_at_ms = last_ack_at_ms - :ms WHERE name = :name"
+                ),
+                {"ms": seconds * 1000, "name": name},
+            )
+    finally:
+        engine.dispose()
+
+
+def test_a_consumer_is_stuck_while_events_wait_and_it_has_not_acked_for_stuck_after_s(
+    store: Store,
+) -> None:
+    log_of(store, 3)
+    status = store.consumers.register("projector")
+    assert (status.stuck_after_s, status.stuck) == (300.0, False)
+    age(store, "projector", 299)
+    assert not store.consumers.get("projector").stuck
+    age(store, "projector", 2)  # 301 s without an ack (since it registered), events waiting
+    assert store.consumers.get("projector").stuck
+    assert [status.stuck for status in store.consumers.list()] == [True]
+
+    store.consumers.ack("projector", 2)
+    assert not store.consumers.get("projector").stuck  # it acked just now
+    age(store, "projector", 600)
+    assert store.consumers.get("projector").stuck  # seq 3 still waits
+    store.consumers.ack("projector", 3)
+    age(store, "projector", 600)
+    assert not store.consumers.get("projector").stuck  # nothing waits for it: idle, not stuck
+    store.consumers.reset("projector", to=1)
+    age(store, "projector", 600)
+    assert store.consumers.get("projector").stuck
+
+    quick = store.consumers.register("quick", stuck_after_s=1)
+    assert quick.stuck_after_s == 1.0
+    age(store, "quick", 2)
+    assert store.consumers.get("quick").stuck
+    again = store.consumers.register("quick", stuck_after_s=60)  # registered: unchanged
+    assert again.stuck_after_s == 1.0
+    for bad in (0.5, 366 * 86_400 + 1, float("nan"), "60"):
+        with pytest.raises(InvalidRecord):
+            store.consumers.register("bad", stuck_after_s=bad)  # type: ignore[arg-type]
+    assert [status.name for status in store.consumers.list()] == ["projector", "quick"]

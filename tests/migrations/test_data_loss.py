@@ -49,6 +49,8 @@ ALLOW = (
     "migrations.downgrade(..., allow_data_loss=True) or alembic -x allow_data_loss=yes downgrade"
 )
 LOSSES_TO_0001 = (
+    "0014_consumer_stuck_after: the stuck_after_s of 1 durable consumer(s) registered with "
+    "another than 300 s",
     "0013_consumer_leases: 1 held lease(s) of durable consumers (a paused holder would ack "
     "unfenced)",
     "0012_consumers: 1 durable consumer(s) and their positions (the consumers table)",
@@ -70,7 +72,7 @@ def hold_what_each_downgrade_loses(url: str) -> None:
         store.checkpoints.begin(SessionFactory(id="s1", state=SessionState.CHECKPOINTING), "op-1")
         store_raw_body(store, "s1", INTERRUPTED)
         store.index.insert([IndexRow("s1", 1, "2026-11-29T12:00:00Z", "x", None, None, "hi", "{}")])
-        store.consumers.register("projector")
+        store.consumers.register("projector", stuck_after_s=60)
         store.consumers.acquire("projector", "replica-1", ttl_s=60)
 
 
@@ -105,12 +107,12 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
     assert (refused.value.current, refused.value.target) == (
-        "0013_consumer_leases",
+        "0014_consumer_stuck_after",
         "0001_initial",
     )
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0013_consumer_leases to 0001_initial would lose data: "
+        "downgrading from 0014_consumer_stuck_after to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -127,10 +129,10 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "and projection state"
     )
     with pytest.raises(DataLossRefused) as refused:
-        migrations.downgrade(url, "-7")
+        migrations.downgrade(url, "-8")
     assert (refused.value.target, refused.value.losses) == (
         "0006_project_index",
-        LOSSES_TO_0001[:2],
+        LOSSES_TO_0001[:3],
     )
     assert revision_of(url) == migrations.head()
     assert table_counts(url, TABLES) == counts
@@ -253,7 +255,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0013_consumer_leases to 0001_initial would lose data: "
+        "downgrading from 0014_consumer_stuck_after to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

@@ -28,6 +28,7 @@ USAGE = {
     "CallerCommits",
     "WriterClosed",
     "PruneRefused",
+    "ConsumerChangeRefused",
     "DemoRefused",
     "ReadOnlySnapshot",
     "SnapshotEnded",

@@ -5,8 +5,8 @@ Exit codes: 0 ok, 1 failure (one line on stderr, no traceback), 2 usage.
 `main` parses the arguments (`_parser`) and runs the handler the sub-command declared. Each
 module declares its sub-commands beside their handlers (`add_parser`, then
 `set_defaults(handler=...)`): `_db` (`db`), `_events` (`events`, `demo`), `_journal` (`journal`,
-`search`), `_sessions` (`sessions`), `_serve` (`serve`, run by the web layer,
-`session_journal.web._serve`); what they share is in `_common` and `_types`.
+`search`), `_sessions` (`sessions`), `_consumers` (`consumers`), `_serve` (`serve`, run by the
+web layer, `session_journal.web._serve`); what they share is in `_common` and `_types`.
 """
 
 from __future__ import annotations

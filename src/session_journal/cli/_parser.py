@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 
+from ._consumers import add_consumers_commands
 from ._db import add_db_commands
 from ._events import add_demo_command, add_events_command
 from ._journal import add_journal_commands, add_search_command
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo_command(commands)
     add_journal_commands(commands)
     add_sessions_commands(commands)
+    add_consumers_commands(commands)
     add_search_command(commands)
     add_serve_command(commands)
     _name_the_commands(parser)

@@ -68,6 +68,9 @@ beginning)."""
 
 MaxIdle = Annotated[float, Field(ge=1.0, le=MAX_IDLE_S, allow_inf_nan=False)]
 
+STUCK_AFTER_S = 300.0
+"""A consumer's default `stuck_after_s`."""
+
 MIN_LEASE_S, MAX_LEASE_S = 1.0, 3600.0
 """The bounds of a lease's `ttl_s` (a second to an hour)."""
 
@@ -182,18 +185,23 @@ class ConsumerService:
         filter: Given[ApiEventFilter] | None = None,
         start: Start = "beginning",
         max_idle_s: MaxIdle | None = None,
+        stuck_after_s: MaxIdle = STUCK_AFTER_S,
     ) -> ConsumerStatus:
         """Register the consumer `name` (the session id rules) reading the events `filter`
         selects (`None`: every event) after `start`: `"beginning"` (the oldest retained event),
         `"now"` (the frontier) or a seq (`CursorExpired` below the floor of the pruned log,
         `CursorAhead` above the frontier). With `max_idle_s` (1 s to a year), a consumer that
-        has not acked for longer no longer holds retention back.
+        has not acked for longer no longer holds retention back. It is *stuck*
+        (`ConsumerStatus.stuck`) while events wait for it and it has not acked for longer than
+        `stuck_after_s` (1 s to a year; 5 minutes by default).
 
         Registering a name again with an equal filter returns the consumer as it is (its
-        position, `start` and `max_idle_s` unchanged); with another filter, `InvalidRecord`."""
+        position, `start`, `max_idle_s` and `stuck_after_s` unchanged); with another filter,
+        `InvalidRecord`."""
         chosen = filter or ApiEventFilter()
         filter_json = chosen.model_dump_json(exclude_none=True)
         idle_ms = None if max_idle_s is None else round(max_idle_s * 1000)
+        stuck_after_ms = round(stuck_after_s * 1000)
 
         def same_filter(existing: StoredConsumer) -> None:
             if _filter_of(existing) != chosen:
@@ -214,7 +222,13 @@ class ConsumerService:
             # locked (as prune reads the positions); the log's row first, then the consumer's.
             latest, floor = uow.events.lock_log()
             added = StoredConsumer(
-                name, filter_json, _position(start, latest, floor), now_ms(), None, idle_ms
+                name,
+                filter_json,
+                _position(start, latest, floor),
+                now_ms(),
+                None,
+                idle_ms,
+                stuck_after_ms=stuck_after_ms,
             )
             if not uow.consumers.insert(added):  # registered meanwhile: as if it had been
                 registered = uow.consumers.get(name)
@@ -381,15 +395,25 @@ class ConsumerService:
         lease held expires."""
         with self._acks_watched(wait_s) as acks:
             deadline = time.monotonic() + wait_s
+            holding: LeaseHolder | None = None  # as the last attempt or read found it
             while True:
-                seen = acks.generation  # before the attempt: a later release moves it
-                taken = self._try_acquire(name, holder, ttl_s)
-                if isinstance(taken, HeldLease):
-                    return taken
+                seen = acks.generation  # before the read or attempt: a later release moves it
+                if holding is not None:  # woken: a read, no write while the lease stays live
+                    holding = self._holder(name)
+                if holding is None or not _live(holding):
+                    taken = self._try_acquire(name, holder, ttl_s)
+                    if isinstance(taken, HeldLease):
+                        return taken
+                    holding = taken
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise _held(name, taken)
-                acks.wait_past(seen, _lease_wait(taken, left))
+                    raise _held(name, holding)
+                acks.wait_past(seen, _lease_wait(holding, left))
+
+    def _holder(self, name: str) -> LeaseHolder:
+        """Who holds the consumer's lease now (a read)."""
+        with self._transactions.reading(f"acquire the lease of consumer {name!r}") as read:
+            return _holder_of(read, name)
 
     def _try_acquire(self, name: str, holder: str, ttl_s: float) -> HeldLease | LeaseHolder:
         """One attempt: the lease taken, or who holds it (live at the attempt)."""
@@ -560,9 +584,8 @@ def _live(holding: LeaseHolder) -> bool:
 
 
 def _held(name: str, holding: LeaseHolder) -> LeaseHeld:
-    """`LeaseHeld` for a lease `acquire` found live."""
-    assert holding.holder is not None and holding.expires_at_ms is not None
-    return LeaseHeld(name, holding.holder, holding.expires_at_ms)
+    """`LeaseHeld` for a lease `acquire` found live (or, at its deadline, live a moment ago)."""
+    return LeaseHeld(name, holding.holder or "another holder", holding.expires_at_ms or 0)
 
 
 def _lease_wait(holding: LeaseHolder, left: float) -> float:
@@ -594,6 +617,12 @@ def _lost(lease: HeldLease, holding: LeaseHolder, what: str) -> LeaseLost:
 
 def _ack_lost(name: str, lease: tuple[str, int] | None, holding: LeaseHolder) -> LeaseLost:
     """`LeaseLost` for an ack its lease refused (with `lease`, or without one)."""
+    if lease is None and not _live(holding):  # released or expired since the ack ran
+        return LeaseLost(
+            f"ack of consumer {name!r} refused: a lease of it was live when the ack ran "
+            f"(released or expired since; generation {holding.generation}); nothing was "
+            "written"
+        )
     if lease is None:
         return LeaseLost(
             f"ack of consumer {name!r} refused: it is held by {holding.holder!r} "
@@ -631,6 +660,7 @@ def _position(start: str | int, latest: int, floor: int) -> int:
 
 def _status(read: ReadContext, stored: StoredConsumer, latest: int, now: int) -> ConsumerStatus:
     """The status of a stored consumer at a read of the frontier `latest` at `now`."""
+    acked = stored.last_ack_at_ms or stored.registered_at_ms  # a reset counts as an ack
     recorded = read.events.recorded_at_after(stored.position)
     lag_ms = 0 if recorded is None else max(0, now - recorded)
     return ConsumerStatus(
@@ -646,4 +676,6 @@ def _status(read: ReadContext, stored: StoredConsumer, latest: int, now: int) ->
         holder=stored.holder,
         generation=stored.generation,
         lease_expires_at_ms=stored.lease_expires_at_ms,
+        stuck_after_s=stored.stuck_after_ms / 1000,
+        stuck=latest > stored.position and now - acked > stored.stuck_after_ms,
     )

@@ -273,3 +273,5 @@ class ConsumerRow(Base):
     holder: Mapped[str | None] = mapped_column(sa.Text)
     generation: Mapped[int] = mapped_column(sa.BigInteger, server_default=sa.text("0"))
     lease_expires_at_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
+    # How long it may go without acking while events wait for it before it counts as stuck.
+    stuck_after_ms: Mapped[int] = mapped_column(sa.BigInteger, server_default=sa.text("300000"))

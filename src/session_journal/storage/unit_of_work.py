@@ -98,6 +98,13 @@ class UnitOfWork:
         if refusal is not None:
             raise type(refusal)(*refusal.args)
 
+    def take_refusal(self) -> Exception | None:
+        """The error of `refuse_commit` (a new one of its kind and message), handed over: for
+        the write path, whose batch shares one unit of work among calls that each commit or
+        not on their own (a call that was refused is undone, the others are not)."""
+        refusal, self.refusal = self.refusal, None
+        return None if refusal is None else type(refusal)(*refusal.args)
+
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback()` once the work done so far has committed: after the `commit()` of a
         `unit_of_work()` block, after the commit of the batch of a function the write path runs

@@ -517,6 +517,9 @@ class WritePath:
                 outcome = (_RETRY, error)
             else:
                 outcome = (_ERROR, error)
+        refusal = uow.take_refusal()  # the call's own: the batch's later calls commit
+        if refusal is not None and outcome[0] == _OK:  # it caught the refusal: undone anyway
+            outcome = (_ERROR, refusal)
         if outcome[0] == _OK and self._commit_marked:
             try:
                 # Its savepoint is kept, not released: the savepoints of a batch nest (at most

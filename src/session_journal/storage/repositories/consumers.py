@@ -39,6 +39,7 @@ class StoredConsumer(NamedTuple):
     holder: str | None = None
     generation: int = 0
     lease_expires_at_ms: int | None = None
+    stuck_after_ms: int = 300_000
 
 
 class LeaseTaken(NamedTuple):
@@ -67,6 +68,7 @@ _COLUMNS = (
     ConsumerRow.holder,
     ConsumerRow.generation,
     ConsumerRow.lease_expires_at_ms,
+    ConsumerRow.stuck_after_ms,
 )
 _GET = sa.select(*_COLUMNS).where(ConsumerRow.name == sa.bindparam("name", type_=sa.Text))
 _LIST = sa.select(*_COLUMNS).order_by(ConsumerRow.name)
@@ -216,17 +218,17 @@ class ConsumerRepository:
     def get(self, name: str) -> StoredConsumer | None:
         """The consumer, or `None`."""
         row = self._connection.execute(_GET, {"name": name}).one_or_none()
-        return None if row is None else StoredConsumer(*row)
+        return None if row is None else StoredConsumer._make(row)
 
     def list(self) -> list[StoredConsumer]:
         """Every consumer, by name."""
-        return [StoredConsumer(*row) for row in self._connection.execute(_LIST)]
+        return [StoredConsumer._make(row) for row in self._connection.execute(_LIST)]
 
     def lock(self, name: str) -> StoredConsumer | None:
         """Like `get`, the row locked (PostgreSQL) until the transaction ends. Take the log's
         lock first (`EventRepository.lock_log`) where the floor is checked."""
         row = self._connection.execute(_GET.with_for_update(), {"name": name}).one_or_none()
-        return None if row is None else StoredConsumer(*row)
+        return None if row is None else StoredConsumer._make(row)
 
     def insert(self, consumer: StoredConsumer) -> bool:
         """Add a consumer unless one of its name exists (one registered meanwhile: a
