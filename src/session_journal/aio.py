@@ -297,7 +297,8 @@ class AsyncConsumerService(_Service[ConsumerService]):
         super().__init__(service, workers)
         self._following = following
         self.on_loop = _LoopWrites(service.loop_writes, workers)
-        self._orphans: set[asyncio.Future[bool]] = set()  # releases of cancelled acquires
+        # The attempts of cancelled acquires, and the releases of the leases they took.
+        self._orphans: set[asyncio.Future[Any]] = set()
 
     register = _awaitable(ConsumerService.register)
     get = _awaitable(ConsumerService.get)
@@ -369,11 +370,13 @@ class AsyncConsumerService(_Service[ConsumerService]):
         try:
             return await asyncio.shield(attempt)
         except asyncio.CancelledError:
+            self._orphans.add(attempt)
             attempt.add_done_callback(self._release_orphan)
             raise
 
-    def _release_orphan(self, attempt: asyncio.Future[HeldLease | LeaseHolder]) -> None:
+    def _release_orphan(self, attempt: asyncio.Future[Any]) -> None:
         """Release the lease an attempt whose caller was cancelled took (on a worker)."""
+        self._orphans.discard(attempt)
         if attempt.cancelled() or attempt.exception() is not None:
             return
         taken = attempt.result()
@@ -382,10 +385,17 @@ class AsyncConsumerService(_Service[ConsumerService]):
             self._orphans.add(release)
             release.add_done_callback(self._released)
 
-    def _released(self, release: asyncio.Future[bool]) -> None:
+    def _released(self, release: asyncio.Future[Any]) -> None:
         self._orphans.discard(release)
         if not release.cancelled():
-            release.exception()  # retrieved: a closed store leaves the lease to expire
+            release.exception()  # retrieved: the lease then expires by itself
+
+    async def released(self) -> None:
+        """Return once the attempts of cancelled `acquire`s have ended and the leases they took
+        are released (`AsyncStore.close` waits for it before it stops the workers)."""
+        while self._orphans:
+            await asyncio.gather(*self._orphans, return_exceptions=True)
+            await asyncio.sleep(0)  # their callbacks run: a release starts, or they are gone
 
     @_with_doc_of(ConsumerService.wait_until)
     @validate_arguments()
@@ -686,6 +696,8 @@ class AsyncStore(_AsyncReads):
         meanwhile. Closing again waits the same way and does nothing more. Called in one of the
         store's own workers (by a function the store runs), it would wait for itself: it
         raises `UsageError` and closes nothing."""
+        if not self._workers.closed and not self._workers.in_worker():
+            await self.consumers.released()  # no lease left held by a cancelled acquire
         self._workers.shutdown(self._store.close if self._owns else None)
         self.following.close()  # its followers and waits end
         # The lone writes running on this loop finish first.

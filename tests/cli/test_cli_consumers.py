@@ -98,14 +98,13 @@ def test_reset_back_and_forward(consumers: Store, capsys: pytest.CaptureFixture[
     code, out, _ = run(
         capsys, "--url", url, "consumers", "reset", "all", "--to", "now", "--allow-skip", "--json"
     )
-    assert (code, json.loads(out)) == (0, {"name": "all", "position": 6})
+    assert (code, json.loads(out)) == (0, {"name": "all", "from": 3, "to": 6, "dry_run": False})
     assert run(capsys, "--url", url, "consumers", "reset", "all", "--to", "9")[2] == (
         "session-journal: seq 9 is above the frontier 6; nothing was changed\n"
     )
     with pytest.raises(SystemExit) as usage:
         run(capsys, "--url", url, "consumers", "reset", "all", "--to=-1")
     assert usage.value.code == 2
-    assert "a seq is 0 or more, got -1" in capsys.readouterr().err
 
 
 def test_remove_refuses_while_events_wait_or_a_replica_holds_it(
@@ -143,3 +142,36 @@ def test_remove_refuses_while_events_wait_or_a_replica_holds_it(
         "",
     )
     assert [status.name for status in consumers.consumers.list()] == []
+
+
+def test_reset_to_the_beginning_of_a_pruned_log(
+    consumers: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--to 0` is `--to beginning`: the floor of the pruned log; below it is refused."""
+    url = consumers.url
+    consumers.events.prune(through_seq=4, force=True)  # past `faults` (at 2)
+    for to in ("0", "beginning"):
+        assert run(capsys, "--url", url, "consumers", "reset", "all", "--to", to, "--dry-run") == (
+            0,
+            "would reset 'all': position 6 -> 4: seqs 5..6 are read again; nothing was changed\n",
+            "",
+        )
+    assert run(capsys, "--url", url, "consumers", "reset", "all", "--to", "3") == (
+        1,
+        "",
+        "session-journal: seq 3 is below the floor of the pruned log 4: the events up to it are "
+        "gone; reset to 4 (--to beginning) or later; nothing was changed\n",
+    )
+    code, out, _ = run(capsys, "--url", url, "consumers", "reset", "faults", "--to", "0")
+    assert (code, out) == (1, "")  # forward from 2 to the floor 4 skips seqs 3..4
+    code, out, _ = run(
+        capsys, "--url", url, "consumers", "reset", "faults", "--to", "0", "--allow-skip", "--json"
+    )
+    assert (code, json.loads(out)) == (
+        0,
+        {"name": "faults", "from": 2, "to": 4, "dry_run": False},
+    )
+    for bad in ("1_0", "\u0663", "1e3", "-1"):
+        with pytest.raises(SystemExit):
+            run(capsys, "--url", url, "consumers", "reset", "all", f"--to={bad}")
+        assert "expected a seq (0 or more, in digits)" in capsys.readouterr().err

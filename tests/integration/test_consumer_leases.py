@@ -444,3 +444,37 @@ def test_a_cancelled_acquire_releases_the_lease_it_took(backend: str, migrated_u
             return status.holder, status.generation
 
     assert asyncio.run(scenario()) == (None, 1)  # taken once, then released
+
+    async def closed_right_after() -> None:
+        async with await AsyncStore.open(migrated_url) as store:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.0005):
+                    await store.consumers.acquire("projector", "host-a", ttl_s=TTL_S)
+        # closing waited for the attempt, and released what it took
+
+    asyncio.run(closed_right_after())
+    with Store.open(migrated_url) as store:
+        status = store.consumers.get("projector")
+        assert status.holder is None and status.generation in (1, 2)
+        assert store.consumers.acquire("projector", "host-b", ttl_s=TTL_S).holder == "host-b"
+
+
+def test_reset_and_remove_unless_held(store: Store, pinned_clock: PinnedClock) -> None:
+    """`unless_held=True` (the CLI's): refused under the row's lock while a replica holds the
+    live lease; an expired or released lease does not refuse it; the default never does."""
+    log_of(store, 3)
+    store.consumers.register("projector")
+    lease = store.consumers.acquire("projector", "host-a", ttl_s=TTL_S)
+    with pytest.raises(LeaseHeld, match="'host-a'"):
+        store.consumers.reset("projector", to=2, unless_held=True)
+    with pytest.raises(LeaseHeld):
+        store.consumers.remove("projector", unless_held=True)
+    assert store.consumers.position("projector") == 0
+    store.consumers.reset("projector", to=2)  # the default: the operator's word
+    assert store.consumers.position("projector") == 2
+    pinned_clock.advance(TTL_S)  # expired
+    store.consumers.reset("projector", to=3, unless_held=True)
+    lease = store.consumers.acquire("projector", "host-b", ttl_s=TTL_S)
+    lease.release()
+    store.consumers.remove("projector", unless_held=True)
+    assert store.consumers.list() == []

@@ -16,7 +16,7 @@ import pytest
 from session_journal import ApiEventFilter, SessionState, Store
 from session_journal.aio import AsyncStore
 from session_journal.web import WebSettings, create_app
-from tests.web.client import TOKENS, InProcess, bearer
+from tests.web.client import TOKENS, W2_TOKEN, InProcess, bearer
 from tests.web.scenario import controller
 
 
@@ -233,3 +233,26 @@ def test_an_async_store_is_served_alike(served: Store) -> None:
 
 async def _async_view(store: Store) -> AsyncStore:
     return AsyncStore.from_store(store)
+
+
+def test_consumers_with_the_frontier_of_the_read(web: InProcess, served: Store) -> None:
+    assert get(web, "/api/consumers") == {
+        "as_of_seq": served.events.latest_seq(),
+        "consumers": [],
+    }
+    served.consumers.register("all", start="now")
+    served.consumers.register("w2-mailer", filter=ApiEventFilter(workspace_id="w-2"))
+    served.consumers.acquire("all", "host-a:41", ttl_s=60)
+    body = get(web, "/api/consumers")
+    assert body["as_of_seq"] == served.events.latest_seq()
+    expected = [status.model_dump(mode="json") for status in served.consumers.list()]
+    for document in (*body["consumers"], *expected):
+        document.pop("lag_seconds")  # read at another moment
+    assert body["consumers"] == expected
+    assert [(c["name"], c["holder"], c["stuck"]) for c in body["consumers"]] == [
+        ("all", "host-a:41", False),
+        ("w2-mailer", None, False),
+    ]
+    scoped = web.get("/api/consumers", headers=bearer(W2_TOKEN)).json()
+    assert [c["name"] for c in scoped["consumers"]] == ["w2-mailer"]  # bound to its workspace
+    problem(web, "/api/consumers?limit=5", 400, "bad_request")

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from .._clock import now_ms
-from ..errors import ConsumerChangeRefused, InvalidRecord
+from ..errors import ConsumerChangeRefused, InvalidRecord, LeaseHeld
 from ..records import ConsumerStatus
 from ..storage.engines import require_database
 from ..store import Store
@@ -78,15 +78,11 @@ def _add_common_flags(parser: argparse.ArgumentParser, verb: str) -> None:
 def _start(text: str) -> str | int:
     if text in ("beginning", "now"):
         return text
-    try:
-        seq = int(text)
-    except ValueError:
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(
-            f"expected a seq, `beginning` or `now`, got {text!r}"
-        ) from None
-    if seq < 0:
-        raise argparse.ArgumentTypeError(f"a seq is 0 or more, got {seq}")
-    return seq
+            f"expected a seq (0 or more, in digits), `beginning` or `now`, got {text!r}"
+        )
+    return int(text)
 
 
 def _line(status: ConsumerStatus, now: int) -> str:
@@ -97,10 +93,15 @@ def _line(status: ConsumerStatus, now: int) -> str:
         f"lag {status.lag} ({status.lag_seconds:.1f} s)",
     ]
     if status.stuck:
-        parts.append(f"STUCK (no ack for more than {status.stuck_after_s:g} s)")
+        parts.append(f"STUCK (no ack for more than {_seconds(status.stuck_after_s)} s)")
     if _held(status, now):
         parts.append(f"held by {status.holder} (generation {status.generation})")
     return "  ".join(parts)
+
+
+def _seconds(value: float) -> str:
+    """Seconds as an operator reads them: `300`, `1.5`, `1000000`."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def _held(status: ConsumerStatus, now: int) -> bool:
@@ -146,16 +147,25 @@ def _show(url: str, args: argparse.Namespace) -> int:
 
 def _refuse_if_held(status: ConsumerStatus, args: argparse.Namespace, verb: str) -> None:
     if _held(status, now_ms()) and not args.allow_held:
-        raise ConsumerChangeRefused(
-            f"consumers {verb} {status.name!r}: {status.holder!r} holds its lease (generation "
-            f"{status.generation}): a replica is at work and would go on from its own page; "
-            f"stop it first, or give --allow-held to {verb} it anyway; nothing was changed"
-        )
+        raise _held_refusal(status.name, status.holder, status.generation, verb)
+
+
+def _held_refusal(
+    name: str, holder: str | None, generation: int | None, verb: str
+) -> ConsumerChangeRefused:
+    lease = "its lease" if generation is None else f"its lease (generation {generation})"
+    return ConsumerChangeRefused(
+        f"consumers {verb} {name!r}: {holder!r} holds {lease}: a replica is at work and would "
+        f"go on from its own page; stop it first, or give --allow-held to {verb} it anyway; "
+        "nothing was changed"
+    )
 
 
 def _reset(url: str, args: argparse.Namespace) -> int:
     """`consumers reset NAME --to SEQ`: back (its events are read again) or forward (with
-    `--allow-skip` when that skips events it has not read)."""
+    `--allow-skip` when that skips events it has not read). The position checked is the one
+    set: `now` and `beginning` are read once, and a lease taken meanwhile refuses the reset
+    under the consumer's row lock."""
     require_database(url)
     with Store.open(url) as store:
         status = store.consumers.get(args.name)
@@ -170,24 +180,35 @@ def _reset(url: str, args: argparse.Namespace) -> int:
         if args.dry_run:
             change = _change(status.position, to)
             text = f"would reset {status.name!r}: {change}; nothing was changed"
-            _say(args, text, name=status.name, position=status.position, would_be=to)
+            document = {"name": status.name, "from": status.position, "to": to, "dry_run": True}
+            _say(args, text, **document)
             return 0
-        after = store.consumers.reset(status.name, to=args.to)
+        try:
+            after = store.consumers.reset(status.name, to=to, unless_held=not args.allow_held)
+        except LeaseHeld as held:
+            raise _held_refusal(status.name, held.holder, None, "reset") from None
         change = _change(status.position, after.position)
-        _say(args, f"reset {status.name!r}: {change}", name=status.name, position=after.position)
+        document = {"name": status.name, "from": status.position, "to": after.position}
+        _say(args, f"reset {status.name!r}: {change}", **document, dry_run=False)
     return 0
 
 
 def _target(store: Store, to: str | int) -> int:
-    """The position `--to` stands for now (`reset` checks it again when it moves)."""
+    """The position `--to` stands for now: `now` the frontier, `beginning` (or 0) the floor of
+    the pruned log; a seq below the floor or above the frontier is refused."""
+    latest, floor = store.events.latest_seq(), store.events.pruned_through()
     if to == "now":
-        return store.events.latest_seq()
-    if to == "beginning":
-        return store.events.pruned_through()
+        return latest
+    if to == "beginning" or to == 0:
+        return floor
     assert isinstance(to, int)
-    latest = store.events.latest_seq()
     if to > latest:
         raise InvalidRecord(f"seq {to} is above the frontier {latest}; nothing was changed")
+    if to < floor:
+        raise InvalidRecord(
+            f"seq {to} is below the floor of the pruned log {floor}: the events up to it are "
+            f"gone; reset to {floor} (--to beginning) or later; nothing was changed"
+        )
     return to
 
 
@@ -217,7 +238,10 @@ def _remove(url: str, args: argparse.Namespace) -> int:
             )
             _say(args, text, name=status.name, position=status.position, removed=False)
             return 0
-        store.consumers.remove(status.name)
+        try:
+            store.consumers.remove(status.name, unless_held=not args.allow_held)
+        except LeaseHeld as held:
+            raise _held_refusal(status.name, held.holder, None, "remove") from None
         text = f"removed {status.name!r} at position {status.position}"
         _say(args, text, name=status.name, position=status.position, removed=True)
     return 0

@@ -261,30 +261,38 @@ class ConsumerService:
             return [_status(read, stored, latest, now) for stored in read.consumers.list()]
 
     @validate_arguments()
-    def remove(self, name: Id) -> None:
+    def remove(self, name: Id, *, unless_held: bool = False) -> None:
         """Remove the consumer (it no longer holds retention back); `ConsumerNotFound` if it
-        is not registered."""
+        is not registered. With `unless_held=True`, `LeaseHeld` (nothing changed) while a
+        replica holds its live lease, judged under the row's lock: the replica would go on
+        acking a consumer registered again."""
 
         def work(uow: WriteContext) -> None:
+            if unless_held:
+                self._refuse_if_held(uow, name)
             if not uow.consumers.delete(name):
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
             uow.consumers.notify_moved()  # a waiter learns it is gone
             uow.commit()
 
-        self._transactions.submit(work, f"remove consumer {name!r}")
+        self._transactions.submit(work, f"remove consumer {name!r}", solo=unless_held)
         self._moved()
 
     @validate_arguments()
-    def reset(self, name: Id, *, to: Start) -> ConsumerStatus:
+    def reset(self, name: Id, *, to: Start, unless_held: bool = False) -> ConsumerStatus:
         """Move the consumer to `to`, back or forward (`register`'s `start` forms:
         `CursorExpired` below the floor, `CursorAhead` above the frontier); it counts as an ack
-        for `max_idle_s`. `ConsumerNotFound` if it is not registered."""
+        for `max_idle_s`. `ConsumerNotFound` if it is not registered. With `unless_held=True`,
+        `LeaseHeld` (nothing changed) while a replica holds its live lease, judged under the
+        row's lock: its next ack would move the position on from its own page."""
 
         def work(uow: WriteContext) -> None:
             # The consumer's row first (as an ack in a caller's transaction that then appends
             # takes it before the log's row), then the log's, under which the floor is checked.
             if uow.consumers.lock(name) is None:
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
+            if unless_held:
+                self._refuse_if_held(uow, name)
             latest, floor = uow.events.lock_log()
             uow.consumers.set_position(name, _position(to, latest, floor), now_ms())
             uow.consumers.notify_moved()
@@ -293,6 +301,16 @@ class ConsumerService:
         self._transactions.submit(work, f"reset consumer {name!r}", solo=True)
         self._moved()
         return self.get(name)
+
+    @staticmethod
+    def _refuse_if_held(uow: WriteContext, name: str) -> None:
+        """`LeaseHeld` while a replica holds the consumer's live lease (by the database's
+        clock); the consumer's row locked (PostgreSQL) until the transaction ends."""
+        if uow.consumers.lock(name) is None:
+            raise ConsumerNotFound(f"consumer {name!r} is not registered")
+        holding = uow.consumers.holder_of(name)
+        if holding is not None and _live(holding):
+            raise _held(name, holding)
 
     @validate_arguments()
     def ack(

@@ -228,6 +228,24 @@ class _Api:
         document = {"hits": [dataclasses.asdict(hit) for hit in hits]}
         return Response(await self.redaction.document(document), media_type=_JSON)
 
+    async def consumers(self, request: Request) -> Response:
+        """`GET /api/consumers`: every durable consumer's status (read-only), by name, with the
+        frontier of the read (`as_of_seq`); a token bound to a workspace sees the consumers
+        whose filter is bound to it."""
+        workspace = _principal(request).workspace
+        Query(request.scope["query_string"], frozenset())
+        found = await self.store.consumers.list()
+        as_of_seq = found[0].latest_seq if found else await self.store.events.latest_seq()
+        document = {
+            "as_of_seq": as_of_seq,
+            "consumers": [
+                status.model_dump(mode="json")
+                for status in found
+                if workspace is None or status.filter.workspace_id == workspace
+            ],
+        }
+        return Response(await self.redaction.document(document), media_type=_JSON)
+
     async def status(self, request: Request) -> Response:
         Query(request.scope["query_string"], frozenset())
         if _principal(request).workspace is not None:
@@ -361,6 +379,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         Route("/api/sessions/{session_id}/transcript", api.transcript, methods=get),
         Route("/api/sessions/{session_id}/questions", api.questions, methods=get),
         Route("/api/search", api.search, methods=get),
+        Route("/api/consumers", api.consumers, methods=get),
         Route("/api/status", api.status, methods=get),
         Route("/api/session", api.login, methods=["POST"]),
     ]
