@@ -269,7 +269,7 @@ class ConsumerService:
 
         def work(uow: WriteContext) -> None:
             if unless_held:
-                self._refuse_if_held(uow, name)
+                _locked(uow, name, unless_held=True)
             if not uow.consumers.delete(name):
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
             uow.consumers.notify_moved()  # a waiter learns it is gone
@@ -289,10 +289,7 @@ class ConsumerService:
         def work(uow: WriteContext) -> None:
             # The consumer's row first (as an ack in a caller's transaction that then appends
             # takes it before the log's row), then the log's, under which the floor is checked.
-            if uow.consumers.lock(name) is None:
-                raise ConsumerNotFound(f"consumer {name!r} is not registered")
-            if unless_held:
-                self._refuse_if_held(uow, name)
+            _locked(uow, name, unless_held=unless_held)
             latest, floor = uow.events.lock_log()
             uow.consumers.set_position(name, _position(to, latest, floor), now_ms())
             uow.consumers.notify_moved()
@@ -301,16 +298,6 @@ class ConsumerService:
         self._transactions.submit(work, f"reset consumer {name!r}", solo=True)
         self._moved()
         return self.get(name)
-
-    @staticmethod
-    def _refuse_if_held(uow: WriteContext, name: str) -> None:
-        """`LeaseHeld` while a replica holds the consumer's live lease (by the database's
-        clock); the consumer's row locked (PostgreSQL) until the transaction ends."""
-        if uow.consumers.lock(name) is None:
-            raise ConsumerNotFound(f"consumer {name!r} is not registered")
-        holding = uow.consumers.holder_of(name)
-        if holding is not None and _live(holding):
-            raise _held(name, holding)
 
     @validate_arguments()
     def ack(
@@ -496,11 +483,11 @@ class ConsumerService:
     def _acks_watched(self, seconds: float) -> Iterator[CommitSignal]:
         """The acks' signal, watched for `seconds` of waiting (SQLite's watcher reads while
         someone waits; PostgreSQL's listener hears other processes' acks and releases)."""
+        self._transactions.check_followable("wait for a consumer")
         following = self._following
         if seconds <= 0:  # nobody waits: nothing to start
             yield following.acks
             return
-        self._transactions.check_followable("wait for a consumer")
         acks = following.watched_acks()
         following.signal.waiter_joined()
         try:
@@ -547,7 +534,6 @@ class ConsumerService:
         polling: on PostgreSQL an ack notifies on a channel of its own. `ConsumerNotFound` if it
         is not registered (or is removed meanwhile)."""
         seconds = _timeout(timeout)
-        self._transactions.check_followable("wait for a consumer")
         with self._acks_watched(seconds) as acks:
             deadline = time.monotonic() + seconds
             while True:
@@ -583,6 +569,18 @@ def check_position(position: int, latest: int, floor: int) -> None:
     if position < floor:
         raise CursorExpired(floor, position)
     check_cursor(position, latest, floor)
+
+
+def _locked(uow: WriteContext, name: str, *, unless_held: bool) -> None:
+    """Lock the consumer's row (PostgreSQL) until the transaction ends; `ConsumerNotFound` if
+    it is not registered, and with `unless_held`, `LeaseHeld` while a replica holds its live
+    lease (by the database's clock)."""
+    if uow.consumers.lock(name) is None:
+        raise ConsumerNotFound(f"consumer {name!r} is not registered")
+    if unless_held:
+        holding = _holder_of(uow, name)
+        if _live(holding):
+            raise _held(name, holding)
 
 
 def _holder_of(read: ReadContext, name: str) -> LeaseHolder:
