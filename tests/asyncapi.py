@@ -170,6 +170,9 @@ class SyncOverAsync:
     def run_in_unit_of_work(self, fn: Callable[[Any], T]) -> T:
         return self._loop.run(self.async_store.run_in_unit_of_work(fn))
 
+    def metrics(self) -> Any:
+        return self._loop.run(self.async_store.metrics())
+
     @contextmanager
     def snapshot(self) -> Iterator[Any]:
         """`Store.snapshot()` through `AsyncStore.snapshot()` (`async with`), its services

@@ -43,6 +43,7 @@ from session_journal.services.index import ProjectIndex
 from session_journal.services.projection import ProjectionService
 from session_journal.services.sessions import SessionService
 from session_journal.storage.clock import DATABASE_CLOCK
+from session_journal.storage.counters import StoreCounters
 from session_journal.storage.protocols import LoneWrite, ReadContext, Transactions, WriteContext
 from session_journal.storage.repositories import (
     LeaseHolder,
@@ -103,6 +104,12 @@ class FakeSessions:
     def get(self, session_id: str) -> SessionRecord | None:
         record = self._state.sessions.get(session_id)
         return None if record is None else record.model_copy(deep=True)
+
+    def count_by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for record in self._state.sessions.values():
+            counts[record.state.value] = counts.get(record.state.value, 0) + 1
+        return counts
 
     def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:
         return [
@@ -299,8 +306,9 @@ class FakeEvents:
     def count_between(self, after_seq: int, through_seq: int) -> int:
         return len(self.present_after(after_seq, through_seq))
 
-    def flush(self) -> None:
-        """At commit: the queued events get the next seqs, in order."""
+    def flush(self) -> int:
+        """At commit: the queued events get the next seqs, in order; how many."""
+        appended = len(self._pending)
         for session_id, recorded_at_ms, body in self._pending:
             self._state.latest_seq += 1
             self._state.events.append(
@@ -312,6 +320,7 @@ class FakeEvents:
                 )
             )
         self._pending.clear()
+        return appended
 
 
 class FakeActivity:
@@ -463,6 +472,12 @@ class FakeConsumers:
     def list(self) -> builtins.list[StoredConsumer]:
         return [self._state.consumers[name] for name in sorted(self._state.consumers)]
 
+    def list_with_next(self) -> builtins.list[tuple[StoredConsumer, int | None]]:
+        return [
+            (consumer, FakeEvents(self._state, []).recorded_at_after(consumer.position))
+            for consumer in self.list()
+        ]
+
     def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
         live = [
             (consumer.position, consumer.name)
@@ -595,6 +610,7 @@ class FakeTransactions:
         self.state = FakeState()
         self.actions: list[str] = []  # the `action` of every write submitted, in order
         self._after_commit: Callable[[], None] | None = None  # the followers' (`on_commit`)
+        self.counters = StoreCounters()  # counted as the write path counts
 
     def submit(
         self,
@@ -608,12 +624,20 @@ class FakeTransactions:
         if uow is not None:  # inside a unit of work: its work commits when the uow does
             assert isinstance(uow, FakeUnitOfWork)
             return fn(uow)
+        started = time.perf_counter()
+        try:
+            return self._run(fn)
+        finally:
+            self.counters.write_call(time.perf_counter() - started)
+
+    def _run(self, fn: Callable[[WriteContext], T]) -> T:
         uow = FakeUnitOfWork(copy.deepcopy(self.state))
         result = fn(uow)
         if uow.refusal is not None:  # refused (and caught): undone, as the write path does
             raise uow.refusal
         if uow.committed:
-            uow.events.flush()
+            appended = uow.events.flush()
+            self.counters.committed(appended)
             self.state = uow.state
             if self._after_commit is not None:
                 self._after_commit()

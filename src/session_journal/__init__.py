@@ -78,10 +78,12 @@ from .records import (
     CheckpointMetadata,
     CheckpointOperation,
     ConsumerStatus,
+    Histogram,
     SessionPage,
     SessionRecord,
     SessionState,
     SessionSummary,
+    StoreMetrics,
 )
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time `__getattr__` imports them
@@ -142,6 +144,7 @@ __all__ = [
     "DatabaseNotFound",
     "DemoRefused",
     "Follower",
+    "Histogram",
     "IncompatibleSchema",
     "InputRequired",
     "InputResolved",
@@ -174,6 +177,7 @@ __all__ = [
     "StorageError",
     "Store",
     "StoreClosed",
+    "StoreMetrics",
     "StoreOptions",
     "TransientStorageError",
     "TurnEnded",

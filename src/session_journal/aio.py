@@ -42,6 +42,7 @@ from .config import StoreOptions
 from .errors import InvalidRecord, StoreClosed
 from .follow.async_follower import SWEEP_S, AsyncFollower, AsyncFollowing
 from .follow.fanout import WAKE_CHUNK
+from .records import StoreMetrics
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
 from .services.consumers import (
@@ -680,6 +681,10 @@ class AsyncStore(_AsyncReads):
                 raise
         else:
             await _leave(opened, None)
+
+    async def metrics(self) -> StoreMetrics:
+        """`Store.metrics()`, awaited: its one read runs on a worker."""
+        return await self._workers.run(self._store.metrics)
 
     async def run_in_unit_of_work(self, fn: Callable[[UnitOfWork], T]) -> T:
         """`Store.run_in_unit_of_work`, awaited: `fn` (a plain function of the unit of work)

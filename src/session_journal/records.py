@@ -130,3 +130,78 @@ class ConsumerStatus(BaseModel):
     stuck: bool = False
     """Whether it is stuck at this read: the frontier is past its position and it has not acked
     (nor registered or been reset) for longer than `stuck_after_s`."""
+
+
+class Histogram(BaseModel):
+    """Observations counted by bucket (`store.metrics()`): `counts[i]` were at most
+    `bounds_s[i]` seconds and above the bound before it; the last count is of those above every
+    bound (Prometheus's `+Inf` bucket). Not cumulative: `cumulative()` gives Prometheus's
+    form."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bounds_s: tuple[float, ...]
+    counts: tuple[int, ...]
+    """One more than `bounds_s`."""
+    sum_s: float
+    """The observations' total, in seconds."""
+
+    @property
+    def count(self) -> int:
+        """How many observations."""
+        return sum(self.counts)
+
+    def cumulative(self) -> tuple[int, ...]:
+        """Each bucket's count with those of the buckets below it (the last: `count`)."""
+        total, out = 0, []
+        for count in self.counts:
+            total += count
+            out.append(total)
+        return tuple(out)
+
+
+class StoreMetrics(BaseModel):
+    """The store at one moment (`store.metrics()`): the database's part from one read (the
+    frontier, the floor, sessions by state, every consumer's status), and this process's
+    counts since the store opened (they start at 0 in each process and after `fork`: sum them
+    across processes, as Prometheus does with `sum()`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    as_of_ms: int
+    """When the database was read."""
+    latest_seq: int
+    """The frontier: the largest seq ever assigned."""
+    pruned_through: int
+    """The floor of the pruned log (0: never pruned)."""
+    events_retained_max: int
+    """`latest_seq - pruned_through`: at most this many events are stored (the seqs of deleted
+    sessions' events are holes in it; `session-journal db stats` counts them exactly)."""
+    sessions_by_state: dict[str, int]
+    """How many sessions are in each state (every `SessionState`, 0 included)."""
+    consumers: tuple[ConsumerStatus, ...]
+    """Every durable consumer's status, by name (lag is `latest_seq - position`: no count)."""
+    opened_at_ms: int
+    """When this process opened the store (the counts below start there)."""
+    write_calls: int
+    """Write calls answered (committed, refused or failed), by this process."""
+    write_seconds: Histogram
+    """Each write call's latency, from the call to its answer (waiting for the write path and
+    the commit included)."""
+    events_appended: int
+    """Events this process's committed transactions appended."""
+    commits: int
+    """Write transactions this process committed (a batch of calls is one)."""
+    wakeups: int
+    """Times this process's followers were woken: its own commits and, once a follower runs,
+    other processes' commits seen by the store's wake-up source."""
+    followers_started: int
+    """Followers (`events.follow`, `follow_json`, consumers' `follow`) made by this process."""
+    followers_waiting: int
+    """Followers waiting for a commit now (a web server's streams count as one)."""
+    cursor_expired: int
+    """`CursorExpired` errors raised in this process (a cursor or position below the floor)."""
+    prunes: int
+    """`events.prune` calls this process ended."""
+    prune_seconds: Histogram
+    """Each prune's duration."""

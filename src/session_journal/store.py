@@ -14,12 +14,14 @@ from . import migrations
 from .config import StoreOptions, resolve_url
 from .follow.following import Following
 from .migrations import SchemaStatus
+from .records import StoreMetrics
 from .services.activity import ActivityService
 from .services.checkpoints import CheckpointService
 from .services.consumers import ConsumerService
 from .services.events import EventService
 from .services.faults import FaultService
 from .services.index import ProjectIndex
+from .services.metrics import MetricsService
 from .services.projection import ProjectionService
 from .services.sessions import SessionService
 from .storage.database import Database
@@ -59,6 +61,15 @@ class Store(_Reads):
         self.faults = FaultService(database)
         self.consumers = ConsumerService(database, self.events.load, following)
         """Durable consumers: named positions in the log that the store keeps."""
+        self._metrics = MetricsService(database, following)
+
+    def metrics(self) -> StoreMetrics:
+        """The store now, for monitoring (`StoreMetrics`): the frontier, the floor, sessions by
+        state and every consumer's status from one read of the database, and this process's
+        counts since the store opened (write calls and their latency, events appended,
+        commits, wake-ups, followers, `CursorExpired` raised, prunes). `GET /metrics` serves
+        them to Prometheus."""
+        return self._metrics.read()
 
     @classmethod
     def open(

@@ -8,26 +8,33 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 
-from session_journal import ApiEventFilter
+from session_journal import ApiEvent, ApiEventFilter, OutcomeReason, SessionFault
 from session_journal.follow import Window
 from session_journal.web import WebSettings
 from session_journal.web._streams import JOINED_BYTES, WRITE_BYTES, _Hub, _Stream, event_frame
 from tests.web.client import ADMIN
 
+FAULT = SessionFault(reason=OutcomeReason.STARTUP_FAILED, message="m")
 
-def window_of(count: int, text: str, missing: frozenset[int] = frozenset()) -> Window:
+
+def window_of(
+    count: int, text: str, missing: frozenset[int] = frozenset(), at_ms: int = 0
+) -> Window:
     """A window holding events 1..count whose JSON holds `text`, of sessions a and b in turn
-    (b's are `turn_ended`)."""
+    (b's are `turn_ended`), recorded at `at_ms`."""
     rows = [
         (
             seq,
             "a" if seq % 2 else "b",
             json.dumps({"seq": seq, "m": text}, ensure_ascii=False),
-            None,
+            ApiEvent(
+                seq=seq, session_id="a" if seq % 2 else "b", recorded_at_ms=at_ms, event=FAULT
+            ),
             "session_fault" if seq % 2 else "turn_ended",
         )
         for seq in range(1, count + 1)
@@ -151,3 +158,20 @@ def test_streams_asking_at_once_share_one_write_counted_once() -> None:
     assert all(write is writes[0] for write in writes)
     assert b"hunter2" not in writes[0] and b"[REDACTED]" in writes[0]
     assert streams_hub.joined_bytes() == len(writes[0])
+
+
+def test_the_commit_to_frame_delay_is_observed_once_per_event() -> None:
+    made = hub()
+    recorded = int(time.time() * 1000) - 1500  # recorded 1.5 s ago
+    window = window_of(4, "x", at_ms=recorded)
+    stream = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
+    assert [seq for turn in drain(made, window, stream) for seq in turn] == [1, 2, 3, 4]
+    delays = made.frames.delays.read()
+    assert delays.count == 4
+    assert 1.5 <= delays.sum_s / 4 < 60
+    again = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
+    drain(made, window, again)  # the frames are held: nothing is made, nothing observed
+    made.frames._frames.clear()  # dropped (the bound): made again for a stream far behind
+    late = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
+    drain(made, window, late)
+    assert made.frames.delays.read().count == 4  # once per event, however often made

@@ -61,6 +61,12 @@ def add_serve_command(commands: Commands) -> None:
         help="serve events, transcripts, questions and search hits as stored, secrets included "
         "(by default they are redacted: [REDACTED])",
     )
+    serve.add_argument(
+        "--metrics-open-on-loopback",
+        action="store_true",
+        help="answer GET /metrics without a token to clients on a loopback address (a "
+        "Prometheus on this host; not behind a reverse proxy on this host)",
+    )
     serve.set_defaults(handler=serve_command)
 
 

@@ -90,7 +90,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         following = side.following
         self._following = following
         self._follower = following.follower(
-            load, event_filter, after_seq or 0, limit, strict=strict
+            load, event_filter, after_seq or 0, limit, strict=strict, started=started
         )
         self._after_seq = after_seq
         self._started = started  # whether the cursor is checked (or, for None, read)
@@ -124,6 +124,7 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
                 raise
             # Cancelled or timed out: not started, and may start again.
             self._follower.cursor, self._started = cursor, True
+            self._following.started()
 
     def __await__(self) -> Generator[Any, None, AsyncFollower]:
         return self.__aenter__().__await__()

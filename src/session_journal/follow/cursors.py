@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from ..api_events import ApiEvent, ApiEventPage
 from ..errors import CursorAhead, CursorExpired
+from ..storage.counters import StoreCounters
 
 
-def check_cursor(cursor: int, latest_seq: int, pruned_through: int) -> None:
+def check_cursor(
+    cursor: int, latest_seq: int, pruned_through: int, counters: StoreCounters | None = None
+) -> None:
     """`CursorExpired` if the cursor is below the floor (`check_not_expired`), `CursorAhead` if
     it is above the frontier: it comes from another database or a restored backup."""
-    check_not_expired(cursor, pruned_through)
+    check_not_expired(cursor, pruned_through, counters)
     if cursor > latest_seq:
         raise CursorAhead(
             f"after_seq {cursor} is above the frontier {latest_seq}: the cursor comes "
@@ -19,11 +22,22 @@ def check_cursor(cursor: int, latest_seq: int, pruned_through: int) -> None:
         )
 
 
-def check_not_expired(cursor: int, pruned_through: int) -> None:
+def check_not_expired(
+    cursor: int, pruned_through: int, counters: StoreCounters | None = None
+) -> None:
     """`CursorExpired` if `0 < cursor < pruned_through`: events after the cursor were pruned.
-    A cursor of 0 means "from the oldest retained event" and never expires."""
+    A cursor of 0 means "from the oldest retained event" and never expires. `counters`: the
+    store's, which count it."""
     if 0 < cursor < pruned_through:
-        raise CursorExpired(pruned_through, cursor)
+        raise expired(pruned_through, cursor, counters)
+
+
+def expired(pruned_through: int, cursor: int, counters: StoreCounters | None) -> CursorExpired:
+    """The `CursorExpired` of `cursor` below the floor, counted in `counters` (the store's, for
+    `store.metrics()`) if given."""
+    if counters is not None:
+        counters.cursor_expired()
+    return CursorExpired(pruned_through, cursor)
 
 
 def page_after(

@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterator
 from types import TracebackType
 
 from ..api_events import ApiEventFilter, ApiEventPage
-from ..errors import CursorExpired, StoreClosed
-from .cursors import check_cursor, page_after
+from ..errors import StoreClosed
+from ..storage.counters import StoreCounters
+from .cursors import check_cursor, expired, page_after
 from .wakeups import CommitSignal
 from .window import SharedTail
 
@@ -45,6 +46,7 @@ class Follower(Iterator[ApiEventPage]):
         limit: int,
         *,
         strict: bool = False,
+        counters: StoreCounters | None = None,
     ) -> None:
         """Prefer `store.events.follow`. `load` reads a page from the database (`events.load`),
         `tail` is the store's shared window and `signal` its commit signal. `strict`: the
@@ -52,6 +54,7 @@ class Follower(Iterator[ApiEventPage]):
         first event ever appended, not "the oldest retained event": it expires
         (`CursorExpired`) once anything is pruned."""
         self._strict = strict
+        self._counters = counters  # the store's: a `CursorExpired` raised here is counted
         self._load = load
         self._tail = tail
         self._filter = event_filter
@@ -194,8 +197,8 @@ class Follower(Iterator[ApiEventPage]):
         `pruned_through`, remembered as the last read; `CursorExpired` if the cursor is below
         that floor (events after it were pruned), `CursorAhead` if it is above the frontier."""
         if self._strict and cursor < pruned_through:
-            raise CursorExpired(pruned_through, cursor)
-        check_cursor(cursor, page.latest_seq, pruned_through)
+            raise expired(pruned_through, cursor, self._counters)
+        check_cursor(cursor, page.latest_seq, pruned_through, self._counters)
         self.last_read = page
         return page
 

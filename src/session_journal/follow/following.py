@@ -129,14 +129,26 @@ class Following:
         limit: int,
         *,
         strict: bool = False,
+        started: bool = True,
     ) -> Follower:
         """A follower of the log from `cursor` (checked already: `start_cursor`), `limit`
         events a page at most, reading the database with `load` when the window cannot
         answer; `strict`: a durable consumer's (see `Follower`). `StoreClosed` once the store
-        closed."""
+        closed. `started=False`: its cursor is checked later (an `AsyncFollower`'s), which
+        counts it then (`started`)."""
         self._database.check_followable("follow events")
         signal = self.watched_signal()
-        return Follower(load, self.window, signal, event_filter, cursor, limit, strict=strict)
+        counters = self._database.counters
+        follower = Follower(
+            load, self.window, signal, event_filter, cursor, limit, strict=strict, counters=counters
+        )
+        if started:
+            counters.follower_started()
+        return follower
+
+    def started(self) -> None:
+        """A follower made with `started=False` checked its cursor: count it."""
+        self._database.counters.follower_started()
 
     def start_cursor(self, after_seq: int | None) -> int:
         """Where a follower starts: `after_seq`, checked against the log's frontier and floor
@@ -147,7 +159,7 @@ class Following:
             version = read.events.version()
         if after_seq is None:
             return version.latest_seq
-        check_cursor(after_seq, version.latest_seq, version.pruned_through)
+        check_cursor(after_seq, version.latest_seq, version.pruned_through, self._database.counters)
         return after_seq
 
     def close(self) -> None:

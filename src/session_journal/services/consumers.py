@@ -41,18 +41,18 @@ from ..api_events import ApiEventFilter
 from ..errors import (
     ConsumerNotFound,
     CursorAhead,
-    CursorExpired,
     InvalidRecord,
     LeaseHeld,
     LeaseLost,
     StoreClosed,
     TransientStorageError,
 )
-from ..follow.cursors import check_cursor
+from ..follow.cursors import check_cursor, expired
 from ..follow.follower import Follower
 from ..follow.following import Following, Load
 from ..follow.wakeups import CommitSignal
 from ..records import ConsumerStatus
+from ..storage.counters import StoreCounters
 from ..storage.lone import Ack
 from ..storage.protocols import LoopWriter, ReadContext, Transactions, WriteContext
 from ..storage.repositories import LeaseHolder, LeaseTaken, StoredConsumer
@@ -224,7 +224,7 @@ class ConsumerService:
             added = StoredConsumer(
                 name,
                 filter_json,
-                _position(start, latest, floor),
+                _position(start, latest, floor, self._transactions.counters),
                 now_ms(),
                 None,
                 idle_ms,
@@ -251,14 +251,21 @@ class ConsumerService:
             stored = read.consumers.get(name)
             if stored is None:
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
-            return _status(read, stored, read.events.latest_seq(), now_ms())
+            latest, recorded = (
+                read.events.latest_seq(),
+                read.events.recorded_at_after(stored.position),
+            )
+            return status_of(stored, recorded, latest, now_ms())
 
     @validate_arguments()
     def list(self) -> list[ConsumerStatus]:
         """Every consumer's status, by name, from one read."""
         with self._transactions.reading("list consumers") as read:
             latest, now = read.events.latest_seq(), now_ms()
-            return [_status(read, stored, latest, now) for stored in read.consumers.list()]
+            return [
+                status_of(stored, recorded, latest, now)
+                for stored, recorded in read.consumers.list_with_next()
+            ]
 
     @validate_arguments()
     def remove(self, name: Id, *, unless_held: bool = False) -> None:
@@ -291,7 +298,8 @@ class ConsumerService:
             # takes it before the log's row), then the log's, under which the floor is checked.
             _locked(uow, name, unless_held=unless_held)
             latest, floor = uow.events.lock_log()
-            uow.consumers.set_position(name, _position(to, latest, floor), now_ms())
+            position = _position(to, latest, floor, self._transactions.counters)
+            uow.consumers.set_position(name, position, now_ms())
             uow.consumers.notify_moved()
             uow.commit()
 
@@ -523,7 +531,9 @@ class ConsumerService:
             if stored is None:
                 raise ConsumerNotFound(f"consumer {name!r} is not registered")
             version = read.events.version()
-        check_position(stored.position, version.latest_seq, version.pruned_through)
+        check_position(
+            stored.position, version.latest_seq, version.pruned_through, self._transactions.counters
+        )
         return _filter_of(stored), stored.position
 
     @validate_arguments()
@@ -562,13 +572,16 @@ class ConsumerService:
         self._following.acks.pulse()
 
 
-def check_position(position: int, latest: int, floor: int) -> None:
+def check_position(
+    position: int, latest: int, floor: int, counters: StoreCounters | None = None
+) -> None:
     """A consumer's position, checked as a follower's cursor is, but stricter: below the floor
-    it has expired (`CursorExpired`), 0 included (a consumer at 0 has read nothing, and some of
-    its events are gone); above the frontier it comes from another database (`CursorAhead`)."""
+    it has expired (`CursorExpired`, counted in the store's `counters`), 0 included (a consumer
+    at 0 has read nothing, and some of its events are gone); above the frontier it comes from
+    another database (`CursorAhead`)."""
     if position < floor:
-        raise CursorExpired(floor, position)
-    check_cursor(position, latest, floor)
+        raise expired(floor, position, counters)
+    check_cursor(position, latest, floor, counters)
 
 
 def _locked(uow: WriteContext, name: str, *, unless_held: bool) -> None:
@@ -657,15 +670,16 @@ def _filter_of(stored: StoredConsumer) -> ApiEventFilter:
     return ApiEventFilter.model_validate_json(stored.filter_json)
 
 
-def _position(start: str | int, latest: int, floor: int) -> int:
-    """The position `start` stands for, with the frontier and floor read under the log's lock."""
+def _position(start: str | int, latest: int, floor: int, counters: StoreCounters) -> int:
+    """The position `start` stands for, with the frontier and floor read under the log's lock
+    (a `CursorExpired` counted in the store's `counters`)."""
     if start == "beginning" or start == 0:
         return floor
     if start == "now":
         return latest
     assert isinstance(start, int)
     if start < floor:
-        raise CursorExpired(floor, start)
+        raise expired(floor, start, counters)
     if start > latest:
         raise CursorAhead(
             f"seq {start} is above the frontier {latest}: it comes from another database or a "
@@ -674,10 +688,12 @@ def _position(start: str | int, latest: int, floor: int) -> int:
     return start
 
 
-def _status(read: ReadContext, stored: StoredConsumer, latest: int, now: int) -> ConsumerStatus:
-    """The status of a stored consumer at a read of the frontier `latest` at `now`."""
+def status_of(
+    stored: StoredConsumer, recorded: int | None, latest: int, now: int
+) -> ConsumerStatus:
+    """The status of a stored consumer at a read of the frontier `latest` at `now`, `recorded`
+    the time of the first event after its position (`None`: none)."""
     acked = stored.last_ack_at_ms or stored.registered_at_ms  # a reset counts as an ack
-    recorded = read.events.recorded_at_after(stored.position)
     lag_ms = 0 if recorded is None else max(0, now - recorded)
     return ConsumerStatus(
         name=stored.name,

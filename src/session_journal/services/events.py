@@ -207,7 +207,7 @@ class EventService:
                     return latest, latest, version.pruned_through, []
                 latest, pruned, rows = read.events.page_rows(event_filter, cursor, page_size(limit))
             assert after_seq is not None
-            check_not_expired(after_seq, pruned)
+            check_not_expired(after_seq, pruned, self._transactions.counters)
             if after_seq == 0 and rows and rows[0][0] <= pruned:
                 # From the oldest retained event: the rows of a prune under way (or one that
                 # was interrupted) are not retained. Read again from the floor, once more if
@@ -280,7 +280,16 @@ class EventService:
         paced so that the prune takes at most `PRUNE_SHARE` of the write path's time.
         The frontier never moves. Idempotent, and safe to interrupt: running it again (with
         any arguments) finishes the deletion below the recorded floor. It runs its own
-        transactions, so it takes no `uow=`."""
+        transactions, so it takes no `uow=`. Each prune that ends, done or failed, is counted
+        with its duration (`store.metrics()`)."""
+        started = time.monotonic()
+        try:
+            return self._prune(through_seq, older_than_ms, force)
+        finally:
+            self._transactions.counters.pruned(time.monotonic() - started)
+
+    def _prune(self, through_seq: int | None, older_than_ms: int | None, force: bool) -> int:
+        """`prune`, its duration left out."""
         with self._transactions.reading("plan a prune") as read:
             target = max(
                 _prune_target(read, through_seq, older_than_ms), read.events.pruned_through()

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from ..config import StoreOptions
 from ..errors import InvalidRecord, StoreClosed
 from . import bound, driver
+from .counters import StoreCounters
 from .engines import create_engine, translate_errors
 from .loop_writes import LoopWrites
 from .protocols import LoneWrite
@@ -37,7 +38,9 @@ class Database:
         self.options = options
         self.writer: Engine = create_engine(url, options, role="writer")
         self.reader: Engine = create_engine(url, options, role="reader")
-        self.write_path = WritePath(self.writer, options)
+        self.counters = StoreCounters()
+        """This process's counts of the store (`store.metrics()`)."""
+        self.write_path = WritePath(self.writer, options, self.counters)
         self.write_path.owner = self
         self._pid = os.getpid()
         self._closed = False
@@ -145,6 +148,7 @@ class Database:
             self._pid = os.getpid()
             self.reader.dispose(close=False)
             self.write_path.after_fork()
+            self.counters.reset()  # the child's own counts
 
     @contextmanager
     def _reader_connection(self, action: str) -> Iterator[sa.Connection]:
@@ -203,7 +207,7 @@ class Database:
                 stack.enter_context(connection.begin())
                 read = ReadUnitOfWork(connection, self.options)
                 as_of_seq = read.events.latest_seq()
-            transactions = SnapshotTransactions(read, self.options, self._check_open)
+            transactions = SnapshotTransactions(read, self.options, self._check_open, self.counters)
             try:
                 yield transactions, as_of_seq
             finally:

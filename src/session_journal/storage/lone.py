@@ -92,6 +92,7 @@ class AppendIfSessionExists:
     lone write (see the module docstring)."""
 
     __slots__ = ("body", "recorded_at_ms", "session_id")
+    appends = True  # a true result is one event appended
 
     def __init__(self, session_id: str, recorded_at_ms: int, body: EncodedJson) -> None:
         """Arguments checked by the caller (`session_id` an id, `body` encoded by `encode_json`
@@ -149,6 +150,7 @@ class Ack:
     `ack` and `ack_leased`, which also notify `wait_until`'s waiters on PostgreSQL)."""
 
     __slots__ = ("acked_at_ms", "lease", "name", "seq")
+    appends = False  # it moves a position: no event
 
     def __init__(
         self, name: str, seq: int, acked_at_ms: int, lease: tuple[str, int] | None = None

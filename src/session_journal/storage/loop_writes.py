@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -102,7 +103,15 @@ class LoopWrites:
 
     async def _run(self, write: LoopWrite[T], action: str) -> T:
         """The write on the loop's connection; its result once committed, or the error its
-        caller gets (see the module docstring)."""
+        caller gets (see the module docstring); its latency counted (`store.metrics()`)."""
+        counters, started = self._write_path.counters, time.perf_counter()
+        try:
+            return await self._run_once(write, action)
+        finally:
+            counters.write_call(time.perf_counter() - started)
+
+    async def _run_once(self, write: LoopWrite[T], action: str) -> T:
+        """`_run`, its latency left out."""
         retries = 0
         while True:
             self._check_open(action)  # also before a retry, which may connect anew
@@ -122,6 +131,7 @@ class LoopWrites:
                 self.retried += 1
                 continue
             self.alone += 1
+            self._write_path.counters.committed(1 if write.appends and result else 0)
             committed = self._write_path.after_commit
             if committed is not None:
                 committed()

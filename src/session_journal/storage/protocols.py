@@ -29,6 +29,7 @@ from ..records import (
     SessionSummary,
 )
 from ..relay.state import TranscriptItem
+from .counters import StoreCounters
 from .repositories import (
     LeaseHolder,
     LeaseTaken,
@@ -79,6 +80,10 @@ class SessionReads(Protocol):
     ) -> builtins.list[str]:
         """Ids of sessions in `states`, by id, after `after_id`, last saved before
         `updated_before` (timezone-aware), at most `limit`."""
+        ...
+
+    def count_by_state(self) -> dict[str, int]:
+        """How many sessions are in each state (states without a session left out)."""
         ...
 
 
@@ -303,6 +308,11 @@ class ConsumerReads(Protocol):
         """Every consumer, by name."""
         ...
 
+    def list_with_next(self) -> builtins.list[tuple[StoredConsumer, int | None]]:
+        """Every consumer, by name, with the `recorded_at_ms` of the first stored event after
+        its position (`None`: none), by one statement."""
+        ...
+
     def lowest_live(self, floor: int, now_ms: int) -> tuple[int, str] | None:
         """The lowest position of the consumers holding retention back, and whose it is."""
         ...
@@ -495,6 +505,9 @@ class LoneWrite(Protocol[T_co]):
     """A write whose statements and arguments are fixed before its transaction (`lone.py`):
     what to run, as data, for the write path's two ways of running it."""
 
+    appends: bool
+    """Whether a true result is one event appended (what `store.metrics()` counts)."""
+
     def run(self, uow: WriteContext) -> T_co:
         """The work on a unit of work, committed with `uow.commit()` (a batch's, or a caller's
         unit of work)."""
@@ -515,6 +528,9 @@ class LoneWrite(Protocol[T_co]):
 class LoopWrite(Protocol[T_co]):
     """A lone write that can also run as one statement on an event loop's connection
     (`loop_writes.py`)."""
+
+    appends: bool
+    """Whether a true result is one event appended (what `store.metrics()` counts)."""
 
     async def run_on_loop(self, statements: Any, connection: Any) -> T_co:
         """The work by itself: the engine's `lone.LoneStatements`, one statement in autocommit
@@ -537,6 +553,12 @@ class Transactions(Protocol):
     @property
     def options(self) -> StoreOptions:
         """The store's options (the services read `max_body_bytes`)."""
+        ...
+
+    @property
+    def counters(self) -> StoreCounters:
+        """This process's counts of the store (`store.metrics()`), which the services add to
+        (`CursorExpired` raised, prunes)."""
         ...
 
     def submit(

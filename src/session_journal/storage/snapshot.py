@@ -11,6 +11,7 @@ from typing import NoReturn, TypeVar
 
 from ..config import StoreOptions
 from ..errors import InvalidRecord, ReadOnlySnapshot, SnapshotEnded
+from .counters import StoreCounters
 from .engines import translate_errors
 from .protocols import LoneWrite, WriteContext
 from .unit_of_work import ReadUnitOfWork
@@ -26,10 +27,16 @@ class SnapshotTransactions:
     `SnapshotEnded`."""
 
     def __init__(
-        self, read: ReadUnitOfWork, options: StoreOptions, check_open: Callable[[str], None]
+        self,
+        read: ReadUnitOfWork,
+        options: StoreOptions,
+        check_open: Callable[[str], None],
+        counters: StoreCounters,
     ) -> None:
-        """`check_open(action)`: the store's check (`StoreClosed` once it is closed)."""
+        """`check_open(action)`: the store's check (`StoreClosed` once it is closed);
+        `counters`: the store's (a snapshot's reads count as the store's do)."""
         self.options = options
+        self.counters = counters
         self._read = read
         self._check_open = check_open
         self._lock = threading.Lock()

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -64,6 +65,7 @@ from ..errors import (
 )
 from . import bound, driver
 from .calls import WITHDRAWAL, Call, settle_all, wake
+from .counters import StoreCounters
 from .engines import is_conflict, is_database_error, storage_error, translate_errors
 from .lone import LoneStatements
 from .protocols import LoneWrite
@@ -85,8 +87,11 @@ error (see `is_deadlock`)."""
 class WritePath:
     """The write transactions of one store (see the module docstring)."""
 
-    def __init__(self, engine: Engine, options: StoreOptions) -> None:
+    def __init__(
+        self, engine: Engine, options: StoreOptions, counters: StoreCounters | None = None
+    ) -> None:
         self._engine = engine
+        self.counters = counters or StoreCounters()  # the store's (`store.metrics()`)
         self._engine_options = engine.get_execution_options()
         self._options = options
         self.after_commit: Callable[[], None] | None = None  # told after each commit
@@ -128,7 +133,11 @@ class WritePath:
         caller's thread (never in the leader's, which other calls wait for), once the batch
         committed. `solo`: in a batch of its own (for work that locks the log's row before
         other rows: see `Call.solo`)."""
-        return self._settled(Call(fn, action, solo=solo))
+        started = time.perf_counter()
+        try:
+            return self._settled(Call(fn, action, solo=solo))
+        finally:
+            self.counters.write_call(time.perf_counter() - started)
 
     def _settled(self, call: Call[T]) -> T:
         """Queue `call`, lead batches until it is done, and give its result."""
@@ -144,6 +153,14 @@ class WritePath:
         next batch, so group commit is what it was for concurrent callers, and runs there with
         the batch's other lone writes of its type (`_run_together`). The rules of `submit` hold
         either way."""
+        started = time.perf_counter()
+        try:
+            return self._lone(write, action)
+        finally:
+            self.counters.write_call(time.perf_counter() - started)
+
+    def _lone(self, write: LoneWrite[T], action: str) -> T:
+        """`submit_lone`, its latency left out."""
         self._refuse_waiting_for_itself(action)
         me, took = threading.get_ident(), False
         try:
@@ -433,6 +450,7 @@ class WritePath:
             uow.events.flush()
             driver.commit(connection)
             committed = True
+            self.counters.committed(uow.events.take_inserted())
             self._keep(connection)
             self._give_back([call for call, kind, _ in outcomes if kind == _RETRY])
         except BaseException as error:
@@ -556,6 +574,7 @@ class WritePath:
                 result = write.run_alone(self._lone_statements, cursor)
                 cursor.commit()
                 committed = True
+                self.counters.committed(1 if write.appends and result else 0)
             except BaseException as error:
                 if not committed:
                     self._forget_lone_cursor()
@@ -624,6 +643,7 @@ class WritePath:
                 driver.check_transaction(connection)
                 uow.events.flush()
                 driver.commit(connection)
+            self.counters.committed(uow.events.take_inserted())
             self._committed()
             run_after_commit(uow.take_after_commit())
             driver.begin_write(connection)  # the block may go on writing: that is a new transaction

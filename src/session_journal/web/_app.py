@@ -8,6 +8,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -32,6 +33,7 @@ from session_journal import (
 from session_journal.aio import AsyncStore
 
 from ._guard import FailedAuthentications, Guard, Principal
+from ._metrics import MetricsRoute
 from ._page import Page
 from ._problems import Problem, bad_request, not_found
 from ._query import Query, visible_session
@@ -363,7 +365,9 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         raise InvalidRecord(f"store must be a Store or an AsyncStore, got {type(store).__name__}")
     hub = _Hub(async_store, settings)
     failures = FailedAuthentications()
+    answers: Counter[int] = Counter()  # responses by status, counted by the guard
     api = _Api(async_store, hub, failures)
+    metrics = MetricsRoute(async_store, hub, answers, failures)
     page = Page(settings.page_hidden_close_s)
 
     get = ["GET"]
@@ -382,6 +386,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         Route("/api/consumers", api.consumers, methods=get),
         Route("/api/status", api.status, methods=get),
         Route("/api/session", api.login, methods=["POST"]),
+        Route("/metrics", metrics.scrape, methods=get),
     ]
 
     @asynccontextmanager
@@ -393,11 +398,12 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         # The routes in a router of their own, which takes `redirect_slashes=False`
         # (`/api/events/` is 404, not a redirect); Starlette's takes no such argument.
         routes=[Mount("/", app=Router(routes=routes, redirect_slashes=False))],
-        middleware=[Middleware(Guard, settings=settings, failures=failures)],
+        middleware=[Middleware(Guard, settings=settings, failures=failures, answers=answers)],
         exception_handlers=_handlers(api),
         lifespan=lifespan,
     )
     app.state.session_journal_hub = hub
+    app.state.session_journal_metrics = metrics.registry  # the app's own (`/metrics`)
     # The async view made here for a sync `Store` (closed by `shutdown_streams`); `None` for an
     # `AsyncStore`, which stays its caller's.
     app.state.session_journal_view = async_store if owned else None

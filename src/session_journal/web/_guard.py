@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import ipaddress
 import re
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -41,6 +42,9 @@ PUBLIC_PREFIX = "/page/"
 """The operator page's files (no data), served without a token."""
 SESSION_PATH = "/api/session"
 """The route that exchanges the bearer token for the cookie (the header only)."""
+METRICS_PATH = "/metrics"
+"""Prometheus's route: with `WebSettings.metrics_open_on_loopback`, open without a token to
+clients on a loopback address."""
 
 
 @dataclass(frozen=True)
@@ -154,14 +158,23 @@ class FailedAuthentications:
 class Guard:
     """The ASGI middleware of the checks (see the module docstring)."""
 
-    def __init__(self, app: object, settings: WebSettings, failures: FailedAuthentications) -> None:
+    def __init__(
+        self,
+        app: object,
+        settings: WebSettings,
+        failures: FailedAuthentications,
+        answers: Counter[int] | None = None,
+    ) -> None:
+        """`answers`: the app's count of responses by status (`/metrics`), added to here."""
         self.app = app
         self.failures = failures
+        self.answers: Counter[int] = Counter() if answers is None else answers
         self._cookie = settings.cookie_name  # else `cookie_name` of each request
         # The app's own copies of the settings, as compared.
         self._tokens = [(token.encode(), workspace) for token, workspace in settings.tokens.items()]
         self._hosts = frozenset(host.lower() for host in settings.allowed_hosts)
         self._origins = frozenset(origin.lower() for origin in settings.cors_origins)
+        self._open_metrics = settings.metrics_open_on_loopback
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -171,14 +184,14 @@ class Guard:
         try:
             self._check(scope, origin_headers)
         except Problem as problem:
-            await problem.send(_with_headers(send, origin_headers))
+            await problem.send(_with_headers(send, origin_headers, self.answers))
             return
         if scope["method"] == "OPTIONS" and any(
             name == b"access-control-allow-origin" for name, _ in origin_headers
         ):
             await _preflight(send, origin_headers)
             return
-        await self.app(scope, receive, _with_headers(send, origin_headers))  # type: ignore[operator]
+        await self.app(scope, receive, _with_headers(send, origin_headers, self.answers))  # type: ignore[operator]
 
     def _check(self, scope: Scope, cors: list[tuple[bytes, bytes]]) -> None:
         """Every check of the request, in order, filling `cors` with the CORS headers its
@@ -212,6 +225,11 @@ class Guard:
                 )
         if scope["method"] == "OPTIONS":
             return  # a preflight carries no credentials; answered when the origin is allowed
+        if self._open_metrics and path == METRICS_PATH and "authorization" not in headers:
+            address = (scope.get("client") or ("",))[0]
+            if _is_loopback(address):  # a scraper on this host: every workspace's numbers
+                state["principal"] = Principal(key=f"address:{address}", workspace=None)
+                return
         principal = self._authenticate(scope, headers, path, cookie)
         if principal.by_cookie and headers.get("sec-fetch-site") in ("cross-site", "same-site"):
             raise Problem(
@@ -275,6 +293,14 @@ class Guard:
         )
 
 
+def _is_loopback(address: str) -> bool:
+    """Whether the client's address (the ASGI scope's `client`) is a loopback address."""
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
 def _presented(headers: dict[str, str], cookie: str | None) -> tuple[str | None, bool]:
     """The token the request presents, and whether it came in the cookie named `cookie`
     (`None`: a cookie is not taken)."""
@@ -305,12 +331,13 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def _with_headers(send: Send, extra: list[tuple[bytes, bytes]]) -> Send:
+def _with_headers(send: Send, extra: list[tuple[bytes, bytes]], answers: Counter[int]) -> Send:
     """`send`, adding `Cache-Control: no-store` (unless set), the security headers and `extra`
-    to the response."""
+    to the response, counted by status in `answers`."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
+            answers[message["status"]] += 1
             headers = list(message.get("headers", []))
             if not any(name.lower() == b"cache-control" for name, _ in headers):
                 headers.append(NO_STORE)

@@ -104,6 +104,7 @@ def settings_for(args: argparse.Namespace) -> WebSettings:
         cors_origins=tuple(args.cors_origins),
         page_hidden_close_s=args.page_hidden_close,
         redact=not args.no_redact,
+        metrics_open_on_loopback=args.metrics_open_on_loopback,
     )
 
 

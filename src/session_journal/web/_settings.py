@@ -70,6 +70,11 @@ class WebSettings:
     """Redact secrets from the free text of everything served (`session_journal.Redactor`'s
     rules, with `[REDACTED]`): event pages and frames, sessions, states, transcripts, questions
     and search hits. `False` serves what the store holds, as `load_json` gives it."""
+    metrics_open_on_loopback: bool = False
+    """Let a request to `GET /metrics` without a token in when it comes from a loopback address
+    (127.0.0.0/8, ::1: a Prometheus on the same host). A request that presents a token is
+    checked as any other. Behind a reverse proxy on the same host every request comes from
+    loopback: leave this off there."""
 
     def __post_init__(self) -> None:
         """Every field is checked here (`InvalidRecord` naming it); nothing is changed: the
@@ -96,6 +101,8 @@ class WebSettings:
             raise InvalidRecord("allow_no_token must be True or False")
         if not isinstance(self.redact, bool):
             raise InvalidRecord("redact must be True or False")
+        if not isinstance(self.metrics_open_on_loopback, bool):
+            raise InvalidRecord("metrics_open_on_loopback must be True or False")
 
 
 def _tokens(value: object) -> dict[str, str | None]:

@@ -42,6 +42,7 @@ from typing import Any
 from session_journal import ApiEventFilter, CursorExpired, SessionJournalError
 from session_journal.aio import AsyncStore
 from session_journal.follow import Fanout, Row, Waiter, Window, encoded_size
+from session_journal.storage.counters import HistogramCounter
 
 from ._eager import send_now
 from ._guard import Principal
@@ -60,6 +61,22 @@ WINDOW_PRELOAD = 2_000
 serves streams (clients reconnecting from a little way back are served from memory)."""
 WINDOW_PAGE = 200
 """The most events a stream takes of the window at one turn (fewer when large: `WRITE_BYTES`)."""
+FRAME_DELAY_BUCKETS_S = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+"""The upper bounds (seconds) of the buckets of `/metrics`' commit-to-frame histogram."""
 FRAME_BYTES = 7 * 1024 * 1024
 """The most bytes of frames the hub keeps (`_Frames`); with the writes it shares
 (`JOINED_BYTES`) and the store's window, whose texts take at most
@@ -157,6 +174,10 @@ class _Frames:
     def __init__(self, redaction: Redaction) -> None:
         self._redaction = redaction
         self._frames: OrderedDict[int, bytes] = OrderedDict()  # in the order made: mostly by seq
+        # From an event's `recorded_at_ms` to its frame's first making, once per event (the
+        # highest seq observed: a frame made again, or an older one made later, is not).
+        self.delays = HistogramCounter(FRAME_DELAY_BUCKETS_S)
+        self._observed_through = 0
         self.size = 0  # bytes of the frames
         self._missing: frozenset[int] = frozenset()  # the window's, when last swept
 
@@ -175,7 +196,11 @@ class _Frames:
         new = [row for row in rows if row[0] not in known]
         if new:
             texts = await self._redaction.texts([row[2] for row in new])
+            now = time.time_ns() // 1_000_000
             for row, text in zip(new, texts, strict=True):
+                if row[0] > self._observed_through:
+                    self._observed_through = row[0]
+                    self.delays.observe(max(0, now - row[3].recorded_at_ms) / 1000)
                 known[row[0]] = frame = event_frame(row[0], text.encode())
                 if row[0] not in frames:
                     frames[row[0]] = frame
@@ -234,6 +259,7 @@ class _Hub:
         self.streams: set[_Stream] = set()
         self.per_key: Counter[str] = Counter()
         self.closes: Counter[str] = Counter()
+        self.opened = 0  # streams opened (200 sent)
         self.heartbeats = 0
         self.shutting_down = False
         self.polls: set[asyncio.Task[Any]] = set()  # the long-polls in progress
@@ -576,6 +602,7 @@ class StreamRoute:
             return
         stream.cursor = cursor = first.latest_seq if cursor is None else cursor
         await hub.start()
+        hub.opened += 1
         await send(
             {
                 "type": "http.response.start",

@@ -3,13 +3,14 @@ forward by acks, and the lowest position that still holds retention back."""
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, NamedTuple, cast
 
 import sqlalchemy as sa
 
 from .. import driver
 from ..clock import CLOCK_PARAMETER, DATABASE_CLOCK, now_ms
-from ..models import ConsumerRow, EventSequenceRow, SchemaCompatibilityRow
+from ..models import ApiEventRow, ConsumerRow, EventSequenceRow, SchemaCompatibilityRow
 from ._dialect import dialect_insert
 from .event_pages import API_EVENTS
 
@@ -72,6 +73,17 @@ _COLUMNS = (
 )
 _GET = sa.select(*_COLUMNS).where(ConsumerRow.name == sa.bindparam("name", type_=sa.Text))
 _LIST = sa.select(*_COLUMNS).order_by(ConsumerRow.name)
+# Each consumer with the time of the first event after its position: one index probe of the
+# log's primary key a consumer, in the same statement (`store.metrics()` reads it per scrape).
+_NEXT_RECORDED = (
+    sa.select(ApiEventRow.recorded_at_ms)
+    .where(ApiEventRow.seq > ConsumerRow.position)
+    .order_by(ApiEventRow.seq)
+    .limit(1)
+    .correlate(ConsumerRow)
+    .scalar_subquery()
+)
+_LIST_WITH_NEXT = sa.select(*_COLUMNS, _NEXT_RECORDED).order_by(ConsumerRow.name)
 # Its constant in its text, so that the ack's statement binds only its arguments.
 _FRONTIER = (
     sa.select(EventSequenceRow.last_seq)
@@ -223,6 +235,14 @@ class ConsumerRepository:
     def list(self) -> list[StoredConsumer]:
         """Every consumer, by name."""
         return [StoredConsumer._make(row) for row in self._connection.execute(_LIST)]
+
+    def list_with_next(self) -> builtins.list[tuple[StoredConsumer, int | None]]:
+        """Every consumer, by name, with the `recorded_at_ms` of the first stored event after
+        its position (`None`: none), by one statement."""
+        return [
+            (StoredConsumer._make(row[:-1]), None if row[-1] is None else int(row[-1]))
+            for row in self._connection.execute(_LIST_WITH_NEXT)
+        ]
 
     def lock(self, name: str) -> StoredConsumer | None:
         """Like `get`, the row locked (PostgreSQL) until the transaction ends. Take the log's

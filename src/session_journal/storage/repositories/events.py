@@ -245,6 +245,7 @@ class EventRepository:
         self._pending: list[dict[str, Any]] = []
         self._sessions_seen: set[str] = set()  # known to exist in this transaction
         self._ended: str | None = None  # how the transaction ended, once it has
+        self._inserted = 0  # events inserted by `flush` since the last `take_inserted`
 
     def end(self, reason: str) -> None:
         """The transaction is over (`reason`: how): queued events are dropped and every later
@@ -337,6 +338,7 @@ class EventRepository:
         if not self._pending:
             return
         count = len(self._pending)
+        self._inserted += count
         postgresql = self._connection.dialect.name == "postgresql"
         if count == 1 and postgresql:  # the seq and the insert in one statement
             driver.run(self._connection, _APPEND_ONE, self._pending.pop())
@@ -399,14 +401,21 @@ class EventRepository:
         is undone (a savepoint rolled back). A snapshot, not a count: a session deleted after
         the mark takes its queued events out of the queue, and undoing that delete must bring
         them back."""
-        return PendingMark(tuple(self._pending))
+        return PendingMark(tuple(self._pending), self._inserted)
 
     def restore(self, mark: PendingMark) -> None:
         """Go back to the queue of `mark`: the events appended since are forgotten and those
         taken out since (by a session delete that was undone) come back; what the undone work
         learnt of sessions is forgotten too (a session it deleted and then checked is back)."""
         self._pending = list(mark.rows)
+        self._inserted = mark.inserted
         self._sessions_seen.clear()
+
+    def take_inserted(self) -> int:
+        """How many events `flush` inserted since the last call (those of work undone to a
+        mark not counted): what a commit made now appends."""
+        inserted, self._inserted = self._inserted, 0
+        return inserted
 
     def discard_session(self, session_id: str) -> None:
         """Forget the queued events of a session deleted in this transaction: had they been
@@ -586,6 +595,8 @@ class PendingMark(NamedTuple):
     """The queued events of a unit of work at one moment (`EventRepository.mark`)."""
 
     rows: tuple[dict[str, Any], ...]
+    inserted: int = 0
+    """How many events `flush` had inserted (see `EventRepository.take_inserted`)."""
 
 
 EMPTY_MARK = PendingMark(())

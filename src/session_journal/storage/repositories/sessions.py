@@ -29,6 +29,8 @@ from ..models import (
 )
 from ._dialect import IN_LIST_CHUNK, ColumnValues, dialect_insert, upsert
 
+_COUNT_BY_STATE = sa.select(SessionRow.state, sa.func.count()).group_by(SessionRow.state)
+
 
 class StoredLifecycle(NamedTuple):
     """The lifecycle fields a writer decides on."""
@@ -162,6 +164,11 @@ class SessionRepository:
         if updated_before is not None:  # UTC: SQLite keeps CURRENT_TIMESTAMP's UTC text
             query = query.where(SessionRow.updated_at < updated_before.astimezone(UTC))
         return list(self._connection.scalars(query))
+
+    def count_by_state(self) -> dict[str, int]:
+        """How many sessions are in each state (states without a session left out)."""
+        rows = self._connection.execute(_COUNT_BY_STATE)
+        return {str(state): int(count) for state, count in rows}
 
     def lock(self, session_id: str) -> StoredLifecycle | None:
         """The stored state and `last_error`, or `None`; the row stays locked (PostgreSQL) until
