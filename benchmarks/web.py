@@ -28,7 +28,9 @@ Rows (SQLite unless said):
 6. `serve`'s RSS with a full window and frames of events of 10,000 characters: ASCII, CJK and
    emoji, against the server before any stream;
 7. JSON pages of 10 events, 16 keep-alive clients: requests/s against a bare Starlette handler
-   making the same store call.
+   making the same store call;
+8. `/metrics` with 1,000 streams open (200 with `--quick`) and 100 durable consumers (SQLite and
+   PostgreSQL): the server's CPU a scrape, less its CPU as long without scrapes.
 Usage: `web.py [--quick] [--only sqlite|postgresql]`.
 """
 
@@ -63,6 +65,7 @@ FULL = {
     "big": 1000,
     "pages_s": 5.0,
     "rss_events": 1000,
+    "scrapes": 200,
 }
 QUICK = {
     "seconds": 4.0,
@@ -71,6 +74,7 @@ QUICK = {
     "big": 200,
     "pages_s": 1.5,
     "rss_events": 300,
+    "scrapes": 40,
 }
 _ID = re.compile(rb"id: (\d+)\nevent: api_event\n")
 
@@ -644,6 +648,50 @@ def pages_row(backend: str, seconds: float) -> dict[str, Any]:
 Line = tuple[str, str, str, str]  # backend, measure, figure, target and verdict
 
 
+def scrape_row(backend: str, streams: int, consumers: int, scrapes: int) -> dict[str, float]:
+    """The server's CPU for one scrape of `/metrics` with `streams` streams open and
+    `consumers` durable consumers: its CPU over `scrapes` scrapes one after another, less its
+    CPU over as long with the same streams and no scrape (the ticker, heartbeats), per scrape;
+    with the body's size and the scrape's median wall time."""
+    import urllib.request
+
+    with database(backend, "scrape") as url:
+        base = prepared(url, events=2 * consumers)
+        with Store.open(url) as store:
+            for index in range(consumers):  # at positions spread over the log
+                store.consumers.register(f"consumer-{index:03}", start=2 * index)
+        server = Server(url)
+        client, out = run_clients(server.port, streams, 0, base, base + 10**9, 600.0)
+        deadline = time.monotonic() + 60
+        while open_streams(server.port) < streams:
+            assert time.monotonic() < deadline, "the streams did not open"
+            time.sleep(0.1)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.port}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        size, walls = 0, []
+        cpu_before, began = server.cpu(), time.monotonic()
+        for _ in range(scrapes):
+            started = time.perf_counter()
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                size = len(answer.read())
+            walls.append((time.perf_counter() - started) * 1000)
+        busy, spent = server.cpu() - cpu_before, time.monotonic() - began
+        cpu_before = server.cpu()
+        time.sleep(spent)
+        idle = server.cpu() - cpu_before
+        server.process.kill()  # (it has no writes to summarize)
+        server.process.join(30)
+        client.join(timeout=60)
+        out.get(timeout=10)
+    return {
+        "cpu_ms": max(0.0, busy - idle) / scrapes * 1000,
+        "idle_ms": idle / scrapes * 1000,
+        "wall_ms": statistics.median(walls),
+        "bytes": size,
+    }
+
+
 def line(backend: str, measure: str, figure: str, target: str, ok: bool) -> Line:
     return (backend, measure, figure, f"{target}: {'PASS' if ok else 'MISS'}")
 
@@ -706,6 +754,18 @@ def stream_lines(backend: str, scale: dict[str, Any]) -> list[Line]:
                 "reported",
             )
         )
+    scraped = scrape_row(backend, big, 100, scale["scrapes"])
+    lines.append(
+        line(
+            backend,
+            f"/metrics with {big:,} streams open and 100 consumers",
+            f"{scraped['cpu_ms']:.1f} ms of server CPU a scrape ({scraped['idle_ms']:.1f} ms "
+            f"idle beside it, taken off), {scraped['bytes']:,} bytes, wall p50 "
+            f"{scraped['wall_ms']:.1f} ms",
+            "<= 20 ms CPU",
+            scraped["cpu_ms"] <= 20,
+        )
+    )
     many = streams_row(backend, big, 0, 500.0, seconds)
     lines.append(
         line(

@@ -65,6 +65,7 @@ import httpx
 import psycopg
 import pytest
 import sqlalchemy as sa
+import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from session_journal import ApiEvent, ApiEventData, SessionRecord, Store, migrations
@@ -76,7 +77,7 @@ from tests.web.client import LiveServer, free_port
 
 RECIPE_TOKEN = "r" * 43
 
-KINDS = ("python", "sh", "json", "ini", "text", "sql", "javascript")
+KINDS = ("python", "sh", "json", "ini", "text", "sql", "javascript", "yaml")
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,27 @@ def test_the_json_blocks_are_what_the_models_write() -> None:
                 break
             else:
                 pytest.fail(f"{block.at(number)}: {'; '.join(tried)}")
+
+
+# -- yaml --------------------------------------------------------------------------------------
+
+
+def test_the_yaml_blocks_are_prometheus_configs_of_the_served_metrics() -> None:
+    """The scrape config reads `/metrics` with a token; each alert rule has its name, its
+    expression and its duration (the metrics the expressions name are checked against a live
+    exposition by tests/web/test_metrics.py)."""
+    found = of_kind("yaml")
+    assert {block.path.name for block in found} == {"metrics.md"}
+    shown = [yaml.safe_load(block.text) for block in found]
+    (scrape,) = [document for document in shown if "scrape_configs" in document]
+    (job,) = scrape["scrape_configs"]
+    assert (job["metrics_path"], set(job["authorization"])) == ("/metrics", {"credentials_file"})
+    (rules,) = [document for document in shown if "groups" in document]
+    (group,) = rules["groups"]
+    assert [set(rule) for rule in group["rules"]] == [
+        {"alert", "expr", "for", "annotations"}
+    ] * len(group["rules"])
+    assert all("session_journal_" in rule["expr"] for rule in group["rules"])
 
 
 # -- ini ---------------------------------------------------------------------------------------
