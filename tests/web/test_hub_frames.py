@@ -166,7 +166,7 @@ def test_the_commit_to_frame_delay_is_observed_once_per_event() -> None:
     window = window_of(4, "x", at_ms=recorded)
     stream = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
     assert [seq for turn in drain(made, window, stream) for seq in turn] == [1, 2, 3, 4]
-    delays = made.frames.delays.read()
+    delays = made.frames.delays()
     assert delays.count == 4
     assert 1.5 <= delays.sum_s / 4 < 60
     again = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
@@ -174,4 +174,4 @@ def test_the_commit_to_frame_delay_is_observed_once_per_event() -> None:
     made.frames._frames.clear()  # dropped (the bound): made again for a stream far behind
     late = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
     drain(made, window, late)
-    assert made.frames.delays.read().count == 4  # once per event, however often made
+    assert made.frames.delays().count == 4  # once per event, however often made

@@ -215,7 +215,7 @@ class MetricsRoute:
             heartbeats=hub.heartbeats,
             answers=dict(self._answers),
             auth_failures=self._failures.refused,
-            commit_to_frame=hub.frames.delays.read(),
+            commit_to_frame=hub.frames.delays(),
         )
         try:  # nothing awaited until it is cleared: a concurrent scrape writes its own
             body = generate_latest(self.registry)

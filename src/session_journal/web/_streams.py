@@ -34,15 +34,15 @@ import math
 import random
 import re
 import time
+from bisect import bisect_left
 from collections import Counter, OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from session_journal import ApiEventFilter, CursorExpired, SessionJournalError
+from session_journal import ApiEventFilter, CursorExpired, Histogram, SessionJournalError
 from session_journal.aio import AsyncStore
 from session_journal.follow import Fanout, Row, Waiter, Window, encoded_size
-from session_journal.storage.counters import HistogramCounter
 
 from ._eager import send_now
 from ._guard import Principal
@@ -175,11 +175,19 @@ class _Frames:
         self._redaction = redaction
         self._frames: OrderedDict[int, bytes] = OrderedDict()  # in the order made: mostly by seq
         # From an event's `recorded_at_ms` to its frame's first making, once per event (the
-        # highest seq observed: a frame made again, or an older one made later, is not).
-        self.delays = HistogramCounter(FRAME_DELAY_BUCKETS_S)
+        # highest seq observed: a frame made again, or an older one made later, is not), by
+        # bucket of `FRAME_DELAY_BUCKETS_S` (the last: above them all).
+        self._delays = [0] * (len(FRAME_DELAY_BUCKETS_S) + 1)
+        self._delays_s = 0.0
         self._observed_through = 0
         self.size = 0  # bytes of the frames
         self._missing: frozenset[int] = frozenset()  # the window's, when last swept
+
+    def delays(self) -> Histogram:
+        """The commit-to-frame delays observed (`/metrics`)."""
+        return Histogram(
+            bounds_s=FRAME_DELAY_BUCKETS_S, counts=tuple(self._delays), sum_s=self._delays_s
+        )
 
     def held(self) -> list[bytes]:
         """The frames held now, by seq."""
@@ -200,7 +208,9 @@ class _Frames:
             for row, text in zip(new, texts, strict=True):
                 if row[0] > self._observed_through:
                     self._observed_through = row[0]
-                    self.delays.observe(max(0, now - row[3].recorded_at_ms) / 1000)
+                    delay = max(0, now - row[3].recorded_at_ms) / 1000
+                    self._delays[bisect_left(FRAME_DELAY_BUCKETS_S, delay)] += 1
+                    self._delays_s += delay
                 known[row[0]] = frame = event_frame(row[0], text.encode())
                 if row[0] not in frames:
                     frames[row[0]] = frame
