@@ -184,7 +184,8 @@ class StoreMetrics(BaseModel):
     opened_at_ms: int
     """When this process opened the store (the counts below start there)."""
     write_calls: int
-    """Write calls answered (committed, refused or failed), by this process."""
+    """Write calls answered (committed, refused or failed), by this process: each transaction
+    a service call without `uow=` hands the write path (a prune hands it one per batch)."""
     write_seconds: Histogram
     """Each write call's latency, from the call to its answer (waiting for the write path and
     the commit included)."""
@@ -193,15 +194,17 @@ class StoreMetrics(BaseModel):
     commits: int
     """Write transactions this process committed (a batch of calls is one)."""
     wakeups: int
-    """Times this process's followers were woken: its own commits and, once a follower runs,
-    other processes' commits seen by the store's wake-up source."""
+    """Times this process's commit signal woke its followers: once for each of its own
+    commits, and, once a follower waits, once more for each commit the store's wake-up source
+    sees (other processes' and its own again)."""
     followers_started: int
-    """Followers (`events.follow`, `follow_json`, consumers' `follow`) made by this process."""
+    """Followers started by this process, sync and async: `events.follow`, consumers'
+    `follow`, and each `wait` and `wait_json` (which follow until they answer)."""
     followers_waiting: int
     """Followers waiting for a commit now (a web server's streams count as one)."""
     cursor_expired: int
     """`CursorExpired` errors raised in this process (a cursor or position below the floor)."""
     prunes: int
-    """`events.prune` calls this process ended."""
+    """`events.prune` calls this process ran to their end."""
     prune_seconds: Histogram
     """Each prune's duration."""

@@ -5,8 +5,17 @@ both APIs."""
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 
-from session_journal import CursorExpired, SessionState, Store, StoreMetrics
+from session_journal import (
+    CursorExpired,
+    IntegrityViolation,
+    ReadOnlySnapshot,
+    SessionState,
+    StorageError,
+    Store,
+    StoreMetrics,
+)
 from tests.factories import SessionFactory
 from tests.helpers import append_raw
 from tests.integration.test_consumers import BODY, age
@@ -102,3 +111,31 @@ def test_a_histograms_counts_are_by_bucket_and_cumulative_on_demand(store: Store
     assert histogram.cumulative() == tuple(
         sum(histogram.counts[: index + 1]) for index in range(len(histogram.counts))
     )
+
+
+@pytest.mark.sync_api
+def test_events_count_once_inserted_and_refused_prunes_not_at_all(store: Store) -> None:
+    store.sessions.save(SessionFactory(id="s-1"))
+    store.sessions.save(SessionFactory(id="s-2"))
+    before = store.metrics()
+    with store.unit_of_work() as uow:
+        uow.events.append("s-1", 1, BODY)
+        uow.events.append("s-1", 1, BODY)
+        # Behind the unit of work's back: the session goes, so its events' inserts fail.
+        uow.connection.execute(sa.text("DELETE FROM sessions WHERE session_id = 's-1'"))
+        with pytest.raises(IntegrityViolation):
+            uow.commit()
+        if store.url.startswith("sqlite"):  # the failed inserts left the transaction usable
+            uow.events.append("s-2", 1, BODY)
+            uow.commit()
+            stored = 1
+        else:
+            with pytest.raises(StorageError):  # PostgreSQL aborted the transaction
+                uow.events.append("s-2", 1, BODY)
+            stored = 0
+    after = store.metrics()
+    assert after.events_appended - before.events_appended == stored
+    assert after.latest_seq - before.latest_seq <= 2 + stored  # (seqs of a failed insert)
+    with store.snapshot() as snapshot, pytest.raises(ReadOnlySnapshot):
+        snapshot.events.prune(through_seq=0)
+    assert store.metrics().prunes == before.prunes  # refused: not a prune

@@ -48,11 +48,12 @@ def hub() -> _Hub:
     return _Hub(store=Any, settings=WebSettings(tokens={ADMIN: None}, redact=False))  # type: ignore[arg-type]
 
 
-def drain(hub: _Hub, window: Window, stream: _Stream) -> list[list[int]]:
-    """The seqs of the frames `stream` takes at each turn until it takes nothing."""
+def drain(hub: _Hub, window: Window, stream: _Stream, *, live: bool = False) -> list[list[int]]:
+    """The seqs of the frames `stream` takes at each turn until it takes nothing (`live`: as
+    the hub delivers to streams at the log's end)."""
     turns = []
     while True:
-        taken = asyncio.run(hub.frames_after(stream, window))
+        taken = asyncio.run(hub.frames_after(stream, window, live=live))
         assert taken is not None
         frames, stream.cursor, last = taken
         seqs = [
@@ -160,18 +161,23 @@ def test_streams_asking_at_once_share_one_write_counted_once() -> None:
     assert streams_hub.joined_bytes() == len(writes[0])
 
 
-def test_the_commit_to_frame_delay_is_observed_once_per_event() -> None:
+def test_the_commit_to_frame_delay_is_observed_once_per_event_delivered_live() -> None:
     made = hub()
     recorded = int(time.time() * 1000) - 1500  # recorded 1.5 s ago
+    history = window_of(4, "x", at_ms=recorded - 3_600_000)  # an hour before
+    behind = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
+    drain(made, history, behind)  # a stream catching up: its frames' delays are not delivery's
+    assert made.frames.delays().count == 0
+    made.frames._frames.clear()
     window = window_of(4, "x", at_ms=recorded)
     stream = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
-    assert [seq for turn in drain(made, window, stream) for seq in turn] == [1, 2, 3, 4]
+    assert [seq for turn in drain(made, window, stream, live=True) for seq in turn] == [1, 2, 3, 4]
     delays = made.frames.delays()
-    assert delays.count == 4
+    assert (delays.count, delays.cumulative()[-1]) == (4, 4)
     assert 1.5 <= delays.sum_s / 4 < 60
     again = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
-    drain(made, window, again)  # the frames are held: nothing is made, nothing observed
-    made.frames._frames.clear()  # dropped (the bound): made again for a stream far behind
+    drain(made, window, again, live=True)  # the frames are held: nothing made, nothing observed
+    made.frames._frames.clear()  # dropped (the bound): made again
     late = _Stream(principal=Any, event_filter=ApiEventFilter(), cursor=0)  # type: ignore[arg-type]
-    drain(made, window, late)
+    drain(made, window, late, live=True)
     assert made.frames.delays().count == 4  # once per event, however often made

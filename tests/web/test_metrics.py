@@ -14,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from session_journal import ApiEventFilter, Store
+from session_journal.aio import AsyncStore
 from session_journal.web import WebSettings, create_app
 from tests.docs import page
 from tests.web.client import ADMIN, TOKENS, W2_TOKEN, InProcess, bearer
@@ -173,3 +174,57 @@ def test_the_alert_rules_name_metrics_the_server_writes(web: InProcess, served: 
         assert base in families, name
         if name.endswith("_bucket"):
             assert families[base].type == "histogram"
+
+
+def test_consumer_names_and_holders_pass_the_apps_redaction(served: Store) -> None:
+    secret = "sk-abcdefghijklmnopqrstuvwxyz0123"
+    served.consumers.register(secret)
+    served.consumers.register(secret + "4")  # redacted alike: still a series of its own
+    served.consumers.acquire(secret, "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", ttl_s=60)
+    with serve(served) as web:
+        response = web.get("/metrics", headers=bearer())
+        families = scrape(web)
+    assert "sk-abc" not in response.text and "ghp_a1B2" not in response.text
+    names = [s.labels["consumer"] for s in families[PREFIX + "consumer_position"].samples]
+    assert len(names) == len(set(names)) == 2
+    assert all("[REDACTED]" in name for name in names)
+    holders = {s.labels["holder"] for s in families[PREFIX + "consumer_lease_generation"].samples}
+    assert holders == {"[REDACTED]", ""}
+    with serve(served, redact=False) as plain:
+        assert secret in plain.get("/metrics", headers=bearer()).text
+
+
+def test_a_token_in_the_cookie_is_checked_on_loopback_too(served: Store) -> None:
+    with serve(served, metrics_open_on_loopback=True) as local:
+        cookie = {"Cookie": "session_journal_token_80=" + "z" * 43}
+        assert local.get("/metrics", headers=cookie).status_code == 401
+        scoped = {"Cookie": f"session_journal_token_80={W2_TOKEN}"}
+        assert local.get("/metrics", headers=scoped).status_code == 404
+        admin = {"Cookie": f"session_journal_token_80={ADMIN}"}
+        assert local.get("/metrics", headers=admin).status_code == 200
+
+
+def test_preflights_errors_and_head_requests_are_counted_as_they_are(
+    served: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with serve(served, cors_origins=("https://app.example",)) as web:
+        preflight = web.request(
+            "OPTIONS",
+            "/metrics",
+            headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET"},
+        )
+        assert preflight.status_code == 204
+        assert web.request("HEAD", "/api/events/stream", headers=bearer()).status_code == 200
+
+        async def failing(self: object) -> None:
+            raise RuntimeError("a scrape failed")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(AsyncStore, "metrics", failing)
+            with pytest.raises(RuntimeError, match="a scrape failed"):
+                web.get("/metrics", headers=bearer())  # 500, and raised to the test's client
+        families = scrape(web)
+    assert value(families, "http_responses", status="204") == 1
+    assert value(families, "http_responses", status="500") == 1
+    assert value(families, "streams_opened") == 0  # a HEAD opens no stream
+    assert not families[PREFIX + "streams_closed"].samples

@@ -280,13 +280,12 @@ class EventService:
         paced so that the prune takes at most `PRUNE_SHARE` of the write path's time.
         The frontier never moves. Idempotent, and safe to interrupt: running it again (with
         any arguments) finishes the deletion below the recorded floor. It runs its own
-        transactions, so it takes no `uow=`. Each prune that ends, done or failed, is counted
-        with its duration (`store.metrics()`)."""
+        transactions, so it takes no `uow=`. Each prune done is counted with its duration
+        (`store.metrics()`)."""
         started = time.monotonic()
-        try:
-            return self._prune(through_seq, older_than_ms, force)
-        finally:
-            self._transactions.counters.pruned(time.monotonic() - started)
+        deleted = self._prune(through_seq, older_than_ms, force)
+        self._transactions.counters.pruned(time.monotonic() - started)
+        return deleted
 
     def _prune(self, through_seq: int | None, older_than_ms: int | None, force: bool) -> int:
         """`prune`, its duration left out."""

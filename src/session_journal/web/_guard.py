@@ -184,14 +184,23 @@ class Guard:
         try:
             self._check(scope, origin_headers)
         except Problem as problem:
-            await problem.send(_with_headers(send, origin_headers, self.answers))
+            await problem.send(_with_headers(send, origin_headers, self.answers, []))
             return
         if scope["method"] == "OPTIONS" and any(
             name == b"access-control-allow-origin" for name, _ in origin_headers
         ):
+            self.answers[204] += 1
             await _preflight(send, origin_headers)
             return
-        await self.app(scope, receive, _with_headers(send, origin_headers, self.answers))  # type: ignore[operator]
+        started: list[int] = []  # the status, once the response started
+        try:
+            await self.app(
+                scope, receive, _with_headers(send, origin_headers, self.answers, started)
+            )  # type: ignore[operator]
+        except Exception:  # answered 500 by the server's error middleware, outside this one
+            if not started:
+                self.answers[500] += 1
+            raise
 
     def _check(self, scope: Scope, cors: list[tuple[bytes, bytes]]) -> None:
         """Every check of the request, in order, filling `cors` with the CORS headers its
@@ -225,7 +234,8 @@ class Guard:
                 )
         if scope["method"] == "OPTIONS":
             return  # a preflight carries no credentials; answered when the origin is allowed
-        if self._open_metrics and path == METRICS_PATH and "authorization" not in headers:
+        presents = "authorization" in headers or _presented(headers, cookie)[0] is not None
+        if self._open_metrics and path == METRICS_PATH and not presents:
             address = (scope.get("client") or ("",))[0]
             if _is_loopback(address):  # a scraper on this host: every workspace's numbers
                 state["principal"] = Principal(key=f"address:{address}", workspace=None)
@@ -331,13 +341,16 @@ def _headers(scope: Scope) -> dict[str, str]:
     return headers
 
 
-def _with_headers(send: Send, extra: list[tuple[bytes, bytes]], answers: Counter[int]) -> Send:
+def _with_headers(
+    send: Send, extra: list[tuple[bytes, bytes]], answers: Counter[int], started: list[int]
+) -> Send:
     """`send`, adding `Cache-Control: no-store` (unless set), the security headers and `extra`
-    to the response, counted by status in `answers`."""
+    to the response, counted by status in `answers` (and its status added to `started`)."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
             answers[message["status"]] += 1
+            started.append(message["status"])
             headers = list(message.get("headers", []))
             if not any(name.lower() == b"cache-control" for name, _ in headers):
                 headers.append(NO_STORE)

@@ -2,11 +2,14 @@
 commit to frame), in Prometheus's text format, written by `prometheus-client` from a
 `CollectorRegistry` of the app's own (never the process-wide default one: two apps in one
 process, and the host's own metrics, never mix). Every metric is made from one `Scrape` read
-just before it is written; nothing is kept between scrapes. The names, types and labels are
-listed in docs/metrics.md, which a test holds to this module."""
+just before it is written; nothing is kept between scrapes. Consumers' names and lease
+holders, the only text among the labels, pass the app's redaction as `/api/consumers`' do. The
+names, types and labels are listed in docs/operations/metrics.md, which a test holds to this
+module."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from session_journal.aio import AsyncStore
 from ._guard import FailedAuthentications, Principal
 from ._problems import not_found
 from ._query import Query
+from ._redaction import Redaction
 from ._streams import _Hub
 
 PREFIX = "session_journal_"
@@ -37,6 +41,9 @@ class Scrape:
     """What one scrape writes: the store's metrics and the app's counts, read together."""
 
     store: StoreMetrics
+    consumer_labels: tuple[tuple[str, str], ...]
+    """Each consumer's name and lease holder ("" for none), redacted, in `store.consumers`'
+    order."""
     streams_open: int
     streams_opened: int
     streams_closed: dict[str, int]
@@ -62,7 +69,7 @@ def families(scrape: Scrape) -> Iterator[Metric]:
     for state, count in store.sessions_by_state.items():
         sessions.add_metric([state], count)
     yield sessions
-    yield from _consumers(store)
+    yield from _consumers(store, scrape.consumer_labels)
     yield _counter(
         "write_calls", "Write calls answered by this process (committed or not).", store.write_calls
     )
@@ -113,7 +120,7 @@ def families(scrape: Scrape) -> Iterator[Metric]:
     )
 
 
-def _consumers(store: StoreMetrics) -> Iterator[Metric]:
+def _consumers(store: StoreMetrics, names: tuple[tuple[str, str], ...]) -> Iterator[Metric]:
     labels = ["consumer"]
     position = GaugeMetricFamily(
         PREFIX + "consumer_position", "The seq through which the consumer acked.", labels=labels
@@ -138,13 +145,13 @@ def _consumers(store: StoreMetrics) -> Iterator[Metric]:
         "The generation of the consumer's latest lease (0: none ever), with its holder.",
         labels=[*labels, "holder"],
     )
-    for status in store.consumers:
-        name = [status.name]
+    for status, (consumer, holder) in zip(store.consumers, names, strict=True):
+        name = [consumer]
         position.add_metric(name, status.position)
         lag.add_metric(name, status.lag)
         lag_seconds.add_metric(name, status.lag_seconds)
         stuck.add_metric(name, 1 if status.stuck else 0)
-        generation.add_metric([status.name, status.holder or ""], status.generation)
+        generation.add_metric([consumer, holder], status.generation)
     yield from (position, lag, lag_seconds, stuck, generation)
 
 
@@ -166,6 +173,22 @@ def _histogram(name: str, documentation: str, histogram: Histogram) -> Histogram
 
 def _bound(seconds: float) -> str:
     return repr(float(seconds))
+
+
+async def _redacted_names(redaction: Redaction, store: StoreMetrics) -> tuple[tuple[str, str], ...]:
+    """Each consumer's name and holder, redacted by the app's rules (one text for all of them);
+    a name that redaction made equal to another's gets its place in the list after it, so that
+    no two consumers share a series."""
+    pairs = [[status.name, status.holder or ""] for status in store.consumers]
+    redacted = json.loads(await redaction.json_text(json.dumps(pairs)))
+    seen: set[str] = set()
+    names = []
+    for index, (name, holder) in enumerate(redacted):
+        if name in seen:
+            name = f"{name} ({index + 1})"
+        seen.add(name)
+        names.append((name, holder))
+    return tuple(names)
 
 
 class _Collector:
@@ -207,8 +230,10 @@ class MetricsRoute:
             raise not_found("metrics (for tokens of every workspace)")
         store = await self._store.metrics()
         hub = self._hub
+        names = await _redacted_names(hub.redaction, store)
         self._collector.current = Scrape(
             store=store,
+            consumer_labels=names,
             streams_open=len(hub.streams),
             streams_opened=hub.opened,
             streams_closed=dict(hub.closes),

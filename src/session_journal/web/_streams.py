@@ -174,9 +174,10 @@ class _Frames:
     def __init__(self, redaction: Redaction) -> None:
         self._redaction = redaction
         self._frames: OrderedDict[int, bytes] = OrderedDict()  # in the order made: mostly by seq
-        # From an event's `recorded_at_ms` to its frame's first making, once per event (the
-        # highest seq observed: a frame made again, or an older one made later, is not), by
-        # bucket of `FRAME_DELAY_BUCKETS_S` (the last: above them all).
+        # From an event's `recorded_at_ms` to its frame's making for the streams at the log's
+        # end (`live`, the hub's delivery), once per event (the highest seq observed: a frame
+        # made for a stream catching up is not, nor one made again), by bucket of
+        # `FRAME_DELAY_BUCKETS_S` (the last: above them all).
         self._delays = [0] * (len(FRAME_DELAY_BUCKETS_S) + 1)
         self._delays_s = 0.0
         self._observed_through = 0
@@ -196,9 +197,10 @@ class _Frames:
     def __len__(self) -> int:
         return len(self._frames)
 
-    async def of(self, rows: list[Row], window: Window) -> list[bytes]:
+    async def of(self, rows: list[Row], window: Window, *, live: bool = False) -> list[bytes]:
         """The frames of `rows` (rows of `window`), in their order: those held, and the others
-        made now (their texts redacted together, off the loop when a text may hold a secret)."""
+        made now (their texts redacted together, off the loop when a text may hold a secret).
+        `live`: for streams at the log's end, whose new events' delays are observed."""
         frames = self._frames
         known = {row[0]: frames[row[0]] for row in rows if row[0] in frames}
         new = [row for row in rows if row[0] not in known]
@@ -206,7 +208,7 @@ class _Frames:
             texts = await self._redaction.texts([row[2] for row in new])
             now = time.time_ns() // 1_000_000
             for row, text in zip(new, texts, strict=True):
-                if row[0] > self._observed_through:
+                if live and row[0] > self._observed_through:
                     self._observed_through = row[0]
                     delay = max(0, now - row[3].recorded_at_ms) / 1000
                     self._delays[bisect_left(FRAME_DELAY_BUCKETS_S, delay)] += 1
@@ -352,11 +354,12 @@ class _Hub:
         return self.fanout is not None and stream.event_filter.workspace_id is None
 
     async def frames_after(
-        self, stream: _Stream, window: Window
+        self, stream: _Stream, window: Window, *, live: bool = False
     ) -> tuple[list[bytes], int, int] | None:
         """The frames of what the stream takes of `window` at one turn (`take`), the cursor
         past it and the seq of its last event (else the stream's cursor); `None` when the
-        window cannot answer. Streams without a filter at one cursor share one write."""
+        window cannot answer. Streams without a filter at one cursor share one write. `live`:
+        the stream was at the log's end (the hub's delivery: see `_Frames.of`)."""
         cursor = stream.cursor
         shared = stream.every_event
         if shared:
@@ -369,7 +372,7 @@ class _Hub:
         if taken is None:
             return None
         rows, after = taken
-        frames = await self.frames.of(rows, window)
+        frames = await self.frames.of(rows, window, live=live)
         # At most one write (at least one frame): escaped text makes a frame larger than its
         # text, up to 12 bytes a character.
         kept, size = 0, 0
@@ -460,7 +463,7 @@ class _Hub:
             by_cursor.setdefault(stream.cursor, stream)
         writes: dict[int, tuple[list[bytes], int, int] | None] = {}
         for cursor, stream in by_cursor.items():
-            writes[cursor] = await self.frames_after(stream, window)
+            writes[cursor] = await self.frames_after(stream, window, live=True)
         # From here on nothing awaits: no stream's task runs while the hub writes. A stream
         # parked during the reads above read a later window than `window`: its cursor is not
         # among `writes` (it waits for the next wake-up), or it is, and `window` holds exactly
@@ -612,7 +615,6 @@ class StreamRoute:
             return
         stream.cursor = cursor = first.latest_seq if cursor is None else cursor
         await hub.start()
-        hub.opened += 1
         await send(
             {
                 "type": "http.response.start",
@@ -644,6 +646,7 @@ class StreamRoute:
         watcher = asyncio.create_task(_watch_disconnect(receive, stream))
         stream.task = asyncio.current_task()
         reason = "error"
+        hub.opened += 1  # a stream from here on: its close is counted below
         try:
             reason = await self._pump(stream, backlog, scanned, opening, send)
         except asyncio.CancelledError:

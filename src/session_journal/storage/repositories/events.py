@@ -338,10 +338,10 @@ class EventRepository:
         if not self._pending:
             return
         count = len(self._pending)
-        self._inserted += count
         postgresql = self._connection.dialect.name == "postgresql"
         if count == 1 and postgresql:  # the seq and the insert in one statement
             driver.run(self._connection, _APPEND_ONE, self._pending.pop())
+            self._inserted += 1
             return
         if postgresql:  # the seqs and the inserts in one statement a chunk (consecutive
             rows, self._pending = self._pending, []  # seqs: the seq row stays locked)
@@ -354,6 +354,7 @@ class EventRepository:
                     "canonical": [row["body_canonical"] for row in chunk],
                 }
                 driver.run(self._connection, _APPEND_MANY, columns)
+            self._inserted += count
             return
         take = _TAKE_SEQS_PG if postgresql else _TAKE_SEQS
         last = driver.run(self._connection, take, {"count": count}).fetchone()[0]
@@ -361,6 +362,7 @@ class EventRepository:
             row["seq"] = last - count + 1 + offset
         rows, self._pending = self._pending, []
         driver.run_many(self._connection, _INSERT_EVENT_PG if postgresql else INSERT_EVENT, rows)
+        self._inserted += count  # counted once inserted (a failed flush inserted nothing)
 
     def append_if_session_exists(self, session_id: str, recorded_at_ms: int, body: str) -> bool:
         """Queue one event if its session exists; whether it did. On PostgreSQL the session row
