@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 DOCS_STAMP := $(VENV)/.installed-docs
+# The operator page's JavaScript tools (ESLint), pinned by package-lock.json.
+NODE_STAMP := node_modules/.installed
 
 .DEFAULT_GOAL := help
 
@@ -14,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web]'
 	touch $(STAMP)
 
-.PHONY: help install run test test-fast reliability lint bench docs docs-pages screenshots clean
+.PHONY: help install run test test-fast reliability lint lint-js bench docs docs-pages screenshots clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,10 +42,17 @@ RELIABILITY_ROUNDS ?= 25
 reliability: $(STAMP) ## longer reliability loops (kill -9, races, hostile input) on both backends
 	SESSION_JOURNAL_RELIABILITY_ROUNDS=$(RELIABILITY_ROUNDS) $(BIN)/python -m pytest -m reliability $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff and mypy --strict
+lint: $(STAMP) lint-js ## ruff, mypy --strict and ESLint
 	$(BIN)/ruff check src tests benchmarks alembic tools
 	$(BIN)/ruff format --check src tests benchmarks alembic tools
 	$(BIN)/mypy --strict src tests/fakes.py tests/unit/test_service_*.py
+
+$(NODE_STAMP): package-lock.json
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+lint-js: $(NODE_STAMP) ## ESLint on the operator page's JavaScript (needs Node and npm)
+	npx --no-install eslint src/session_journal/web/page
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web,bench]'
@@ -83,4 +92,4 @@ docs-pages: $(STAMP) ## write the generated docs pages again (docs/api/events.md
 	$(BIN)/python tools/api_event_page.py
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site node_modules

@@ -47,7 +47,7 @@ async function answered(request) {
     throw new ApiError(0, { detail: `the server did not answer (${error.message})` });
   }
   if (!response.ok) {
-    let problem = null;
+    let problem;
     try {
       problem = await response.json();
     } catch {

@@ -273,7 +273,7 @@ export class SharedStream {
           if (ended === 'expired') return;
           if (ended === 'rotate') pause = 0;
         }
-      } catch (error) {
+      } catch {
         if (signal.aborted) return;
       }
       if (signal.aborted) return;

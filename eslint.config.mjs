@@ -1,0 +1,16 @@
+// ESLint for the operator page's modules (src/session_journal/web/page/*.js): the recommended
+// rules, ES2022 modules in a browser. `make lint-js` runs it; `make lint` and .ci/run include it.
+import js from "@eslint/js";
+import globals from "globals";
+
+export default [
+  js.configs.recommended,
+  {
+    files: ["src/session_journal/web/page/**/*.js"],
+    languageOptions: {
+      ecmaVersion: 2022,
+      sourceType: "module",
+      globals: { ...globals.browser },
+    },
+  },
+];
