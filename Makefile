@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web]'
 	touch $(STAMP)
 
-.PHONY: help install run test test-fast reliability lint lint-js bench docs docs-pages screenshots clean
+.PHONY: help install run test test-js test-fast reliability lint lint-js bench docs docs-pages screenshots clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -27,14 +27,22 @@ run: $(STAMP) ## migrate the default SQLite database, run the demo, which prints
 	$(BIN)/session-journal db upgrade
 	$(BIN)/session-journal demo
 
-test: $(STAMP) ## run the whole suite on SQLite and PostgreSQL
+test: $(STAMP) test-js ## run the whole suite on SQLite and PostgreSQL (the page's JavaScript first)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The operator page's pure modules under Node's own test runner (no npm package needed), before
+# pytest so that pytest's summary stays the run's last line. Without `node` the tests are skipped
+# with a message, as the browser tests are without Chromium; in CI (`CI` set) that fails instead.
+test-js: ## the operator page's JavaScript unit tests (node --test tests/js/)
+	@if command -v node >/dev/null; then node --test --test-reporter=spec tests/js/; \
+	elif [ -n "$$CI" ]; then echo "node is missing: CI runs the page's JavaScript tests" >&2; exit 1; \
+	else echo "node is missing: the page's JavaScript tests are skipped (CI runs them)"; fi
 
 # Without PostgreSQL: `make test PYTEST_ARGS='-m sqlite'` (every test that needs no server, unit
 # tests included); `-m postgresql` is the PostgreSQL half only. A second -m replaces the
 # first, so a fast run on one backend is `.venv/bin/python -m pytest -m 'sqlite and not slow and
 # not reliability'`.
-test-fast: $(STAMP) ## the suite without the slow and reliability tests, for edit-test loops
+test-fast: $(STAMP) test-js ## the suite without the slow and reliability tests, for edit-test loops
 	$(BIN)/python -m pytest -m "not slow and not reliability" $(PYTEST_ARGS)
 
 # `make test` runs the reliability scenarios for a few rounds; this runs only them, longer.
@@ -51,8 +59,8 @@ $(NODE_STAMP): package-lock.json
 	npm ci --no-audit --no-fund
 	touch $(NODE_STAMP)
 
-lint-js: $(NODE_STAMP) ## ESLint on the operator page's JavaScript (needs Node and npm)
-	npx --no-install eslint src/session_journal/web/page
+lint-js: $(NODE_STAMP) ## ESLint on the operator page's JavaScript and its tests (needs Node and npm)
+	npx --no-install eslint src/session_journal/web/page tests/js
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,dev,postgresql,web,bench]'

@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx
 
+from session_journal import Store
+from session_journal.web import WebSettings, create_app
 from tests.asyncapi import LoopThread
 
 ADMIN = "a" * 43
@@ -31,6 +33,12 @@ TOKENS: dict[str, str | None] = {ADMIN: None, W2_TOKEN: "w-2"}
 
 def bearer(token: str = ADMIN) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+def serve(store: Store, **settings: Any) -> InProcess:
+    """The app on `store` (with `TOKENS` unless `tokens` is given), called in process."""
+    settings.setdefault("tokens", TOKENS)
+    return InProcess(create_app(store, WebSettings(**settings)))
 
 
 class InProcess:

@@ -4,32 +4,13 @@ scoping of a token bound to one workspace, endpoint by endpoint. On both backend
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from session_journal import InvalidRecord, Store
 from session_journal.web import WebSettings, create_app
-from tests.web.client import ADMIN, TOKENS, W2_TOKEN, InProcess, bearer
-from tests.web.scenario import controller
-
-
-@pytest.fixture
-def served(store: Store) -> Store:
-    return controller(store)
-
-
-def serve(store: Store, **settings: Any) -> InProcess:
-    settings.setdefault("tokens", TOKENS)
-    return InProcess(create_app(store, WebSettings(**settings)))
-
-
-@pytest.fixture
-def web(served: Store) -> Iterator[InProcess]:
-    with serve(served) as client:
-        yield client
-
+from tests.web.client import ADMIN, TOKENS, W2_TOKEN, InProcess, bearer, serve
 
 OURS = "session_journal_token_80"
 """The cookie's name for `InProcess`, whose `Host` is `localhost` (http: port 80)."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,18 +16,6 @@ from session_journal import ApiEventFilter, SessionState, Store
 from session_journal.aio import AsyncStore
 from session_journal.web import WebSettings, create_app
 from tests.web.client import TOKENS, W2_TOKEN, InProcess, bearer
-from tests.web.scenario import controller
-
-
-@pytest.fixture
-def served(store: Store) -> Store:
-    return controller(store)
-
-
-@pytest.fixture
-def web(served: Store) -> Iterator[InProcess]:
-    with InProcess(create_app(served, WebSettings(tokens=TOKENS))) as client:
-        yield client
 
 
 def get(web: InProcess, path: str, status: int = 200) -> Any:

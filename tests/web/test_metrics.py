@@ -6,7 +6,6 @@ rules' metrics; the route's token rules, the loopback opening (through the ASGI 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import prometheus_client
@@ -17,26 +16,9 @@ from session_journal import ApiEventFilter, Store
 from session_journal.aio import AsyncStore
 from session_journal.web import WebSettings, create_app
 from tests.docs import page
-from tests.web.client import ADMIN, TOKENS, W2_TOKEN, InProcess, bearer
-from tests.web.scenario import controller
+from tests.web.client import ADMIN, TOKENS, W2_TOKEN, InProcess, bearer, serve
 
 PREFIX = "session_journal_"
-
-
-@pytest.fixture
-def served(store: Store) -> Store:
-    return controller(store)
-
-
-def serve(store: Store, **settings: Any) -> InProcess:
-    settings.setdefault("tokens", TOKENS)
-    return InProcess(create_app(store, WebSettings(**settings)))
-
-
-@pytest.fixture
-def web(served: Store) -> Iterator[InProcess]:
-    with serve(served) as client:
-        yield client
 
 
 def scrape(web: InProcess, **headers: str) -> dict[str, Any]:

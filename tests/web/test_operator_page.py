@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import threading
 import time
@@ -28,17 +29,32 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from selenium.webdriver.support.ui import Select
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from session_journal import (
+    ActivityChanged,
     ApiActivityDetails,
     ApiActivityKind,
     ApiActivityState,
+    ApiTurnOutcome,
+    CommandEnded,
+    CommandOwner,
+    CommandResult,
+    CommandResultKind,
+    InputResolved,
+    LegacyNotice,
+    OutcomeReason,
     SessionRecord,
     SessionState,
     Store,
+    TurnEnded,
+    TurnOutcome,
+    TurnResultKind,
+    TurnStarted,
 )
+from session_journal.api_events import EVENT_TYPES
 from session_journal.relay import AgentMessage, RelayChain
 from session_journal.web import WebSettings, _guard, create_app, shutdown_streams
 from session_journal.web._guard import FAILED_AUTH_LIMIT
@@ -172,7 +188,6 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     append_raw(writer, "s-1", fault("appended after the page loaded"))
     wait_for(lambda: rows(page) == [latest + 1, *shown], LIVE_S, "the new event on the feed")
     assert "appended after the page loaded" in text_of(page, "feed")
-    screenshot(page, "feed", tmp_path)
 
     open_page(page, live.base + "/?view=session&id=s-1", token=False)
     wait_for(lambda: "Which directory?" in text_of(page, "session"), 5, "the pending question")
@@ -205,7 +220,11 @@ def test_markup_in_agent_text_and_events_runs_nothing_and_shows_as_text(
     )
     assert shown == [HOSTILE]
     open_page(page, live.base + "/?view=feed", token=False)
-    assert HOSTILE.replace('"', '\\"') in text_of(page, "feed")  # the event's JSON, as text
+    page.execute_script("document.querySelector('#feed tbody tr details.json summary').click();")
+    wait_for(  # the event's JSON, as text
+        lambda: HOSTILE.replace('"', '\\"') in text_of(page, "feed"), 5, "the JSON shown"
+    )
+    assert summaries(page)[-1] == ["⚠ fault", f"fault · startup failed: {HOSTILE}"]
     time.sleep(0.5)  # an image's error handler would have run by now
     assert page.execute_script("return typeof window.__pwned;") == "undefined"
     assert (
@@ -220,6 +239,276 @@ def test_markup_in_agent_text_and_events_runs_nothing_and_shows_as_text(
         "try { document.body.insertAdjacentHTML('beforeend', '<i>x</i>'); } catch (e) {}"
     )
     assert any("trusted-types" in v for v in violations(page)), violations(page)
+
+
+T0 = 1_764_000_000_000
+"""When the turn of `every_type` starts (ms)."""
+
+
+def every_type(store: Store) -> list[tuple[str, str]]:
+    """After the scenario's question (seq 1) and fault (seq 2), an event of every other type in
+    s-1 (seqs 3 to 11); the alert word and the one line each must read as, oldest first."""
+    turn = ApiActivityDetails(kind=ApiActivityKind.TURN, label="fix the failing test")
+    working = ApiActivityState(
+        state="busy", details=turn, is_idle=False, waiting_for_input=False, capacity_retry=False
+    )
+    idle = dataclasses.replace(
+        working, details=ApiActivityDetails(kind=ApiActivityKind.IDLE), is_idle=True
+    )
+
+    def ended(command: str, outcome: CommandResultKind, why: OutcomeReason, text: str) -> Any:
+        result = CommandResult(
+            owner=CommandOwner.DAEMON,
+            command_id=command,
+            command_kind="checkpoint",
+            outcome=outcome,
+            reason=why,
+            message=text,
+        )
+        return CommandEnded(result=result)
+
+    def turn_ended(kind: TurnResultKind, stop: str | None, message: str | None = None) -> Any:
+        outcome = TurnOutcome(kind=kind, stop_reason=stop, message=message)
+        return TurnEnded(
+            turn=ApiTurnOutcome(command_id="prompt-7", accepted_ordinal=3, outcome=outcome)
+        )
+
+    bodies = [
+        (
+            0,
+            TurnStarted(turn_id=3, command_id="prompt-7", started_at_ms=T0),
+            "",
+            "turn 3 started · prompt-7",
+        ),
+        (1_000, ActivityChanged(activity=working), "", "activity · turn: fix the failing test"),
+        (
+            2_000,
+            InputResolved(elicitation_id="question-1", action="accept", turn_id=3),
+            "",
+            "answered · accept",
+        ),
+        (
+            41_000,
+            turn_ended(TurnResultKind.COMPLETED, "end_turn"),
+            "",
+            "turn 3 ended · completed (end_turn) · after 41 s",
+        ),
+        (
+            42_000,
+            ActivityChanged(activity=idle),
+            "",
+            "activity · idle · was turn: fix the failing test",
+        ),
+        (
+            43_000,
+            ended(
+                "checkpoint-2",
+                CommandResultKind.REJECTED,
+                OutcomeReason.CHECKPOINT_DEFERRED,
+                "a turn is in progress",
+            ),
+            "rejected",
+            "checkpoint-2 rejected · checkpoint deferred: a turn is in progress",
+        ),
+        (
+            44_000,
+            ended(
+                "checkpoint-3",
+                CommandResultKind.FAILED,
+                OutcomeReason.CHECKPOINT_FAILED,
+                "disk full",
+            ),
+            "failed",
+            "checkpoint-3 failed · checkpoint failed: disk full",
+        ),
+        (
+            45_000,
+            turn_ended(TurnResultKind.FAILED, None, "the agent exited"),
+            "failed",
+            "turn 3 ended · failed · after 45 s · the agent exited",
+        ),
+        (
+            46_000,
+            LegacyNotice(original_type="session_restarted", message="kept from an older version"),
+            "",
+            "legacy session_restarted · kept from an older version",
+        ),
+    ]
+    with store.unit_of_work() as uow:
+        for after, body, _, _ in bodies:
+            uow.events.append("s-1", T0 + after, body.model_dump_json())
+        uow.commit()
+    return [
+        ("", "question · Which directory?"),
+        ("fault", "fault · startup failed: the image is missing"),
+        *[(alert, text) for _, _, alert, text in bodies],
+    ]
+
+
+def summaries(driver: Any) -> list[list[str]]:
+    """Each feed row's alert badge and one line, oldest first."""
+    found: list[list[str]] = driver.execute_script(
+        "return [...document.querySelectorAll('#feed tbody tr')].reverse().map((r) => ["
+        "(r.querySelector('.badge') || {textContent: ''}).textContent,"
+        "r.querySelector('.summary-text').textContent]);"
+    )
+    return found
+
+
+def test_each_event_reads_as_one_line_for_its_type_and_its_json_is_one_click_away(
+    page: Any, live: LiveServer, writer: Store, tmp_path: Path
+) -> None:
+    expected = every_type(writer)
+    answer = httpx.get(live.base + "/api/events?after_seq=0&limit=100", headers=bearer())
+    stored = answer.json()["events"]
+    assert {item["event"]["type"] for item in stored} == set(EVENT_TYPES)  # every type is here
+    open_page(page, live.base + "/?view=feed")
+    assert summaries(page) == [[f"⚠ {alert}" if alert else "", text] for alert, text in expected]
+    marked = page.execute_script(
+        "return [...document.querySelectorAll('#feed tbody tr.alert')].map((r) => +r.dataset.seq);"
+    )
+    assert marked == [10, 9, 8, 2]  # in words (the badge) and in colour (the row's class)
+    # The fault's JSON expands in place and is the event as served.
+    served = httpx.get(live.base + "/api/events?after_seq=1&limit=1", headers=bearer()).json()
+    row = "document.querySelector('#feed tbody tr[data-seq=\"2\"]')"
+    assert page.execute_script(f"return {row}.querySelector('details.json').open;") is False
+    page.find_element("css selector", '#feed tbody tr[data-seq="2"] details.json summary').click()
+    wait_for(
+        lambda: page.execute_script(f"return {row}.querySelector('pre.json').textContent !== '';"),
+        5,
+        "the JSON shown",
+    )
+    text = page.execute_script(f"return {row}.querySelector('pre.json').textContent;")
+    assert json.loads(text) == served["events"][0]
+    page.find_element("css selector", '#feed tbody tr[data-seq="2"] details.json button').click()
+    assert page.execute_script("return getSelection().toString();").strip() == text.strip()
+    # A live event is summarized too, with what the page holds (the turn it ends started).
+    with writer.unit_of_work() as uow:
+        ending = TurnEnded(
+            turn=ApiTurnOutcome(
+                command_id="prompt-7",
+                accepted_ordinal=3,
+                outcome=TurnOutcome(
+                    kind=TurnResultKind.INTERRUPTED, reason=OutcomeReason.CONTROLLER_RESTARTED
+                ),
+            )
+        )
+        uow.events.append("s-1", T0 + 90_000, ending.model_dump_json())
+        uow.commit()
+    wait_for(lambda: rows(page)[0] == 12, LIVE_S, "the live event")
+    assert summaries(page)[-1] == [
+        "",
+        "turn 3 ended · interrupted · after 1 min 30 s · controller restarted",
+    ]
+    # Nothing older than these twelve is retained: "Load older" says so.
+    older = page.find_element("css selector", "#feed > button")
+    assert older.text == "Nothing older is retained" and not older.is_enabled()
+    page.execute_script("getSelection().removeAllRanges(); window.scrollTo(0, 0);")
+    screenshot(page, "feed", tmp_path)
+    assert violations(page) == []
+
+
+def test_times_show_their_zone_and_follow_the_zone_chosen_in_any_tab(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    every_type(writer)
+    kolkata = {"timezoneId": "Asia/Kolkata"}  # the browser's zone (each tab is told)
+    first = page.current_window_handle
+    page.execute_cdp_cmd("Emulation.setTimezoneOverride", kolkata)
+    try:
+        open_page(page, live.base + "/?view=feed")
+        cell = "document.querySelector('#feed tbody tr[data-seq=\"3\"] td.when')"
+        assert page.execute_script(f"return {cell}.textContent;") == "2025-11-24 16:00:00 UTC"
+        assert page.execute_script(f"return {cell}.querySelector('time').title;") == (
+            "2025-11-24 16:00:00.000 UTC"
+        )
+        zone = page.find_element("id", "time-zone")
+        assert zone.get_attribute("value") == "utc"
+        assert Select(zone).options[1].text == "this browser's (UTC+05:30)"
+        Select(zone).select_by_value("local")
+        assert page.execute_script(f"return {cell}.textContent;") == (
+            "2025-11-24 21:30:00 UTC+05:30"
+        )
+        page.switch_to.new_window("tab")  # another tab keeps the choice
+        page.execute_cdp_cmd("Emulation.setTimezoneOverride", kolkata)
+        open_page(page, live.base + "/?view=feed", token=False)
+        assert page.execute_script(f"return {cell}.textContent;") == (
+            "2025-11-24 21:30:00 UTC+05:30"
+        )
+        # Relative times where they read better: the sessions were created just now.
+        open_page(page, live.base + "/?view=sessions", token=False)
+        created = page.execute_script(
+            "return [...document.querySelectorAll('#sessions time')].map((t) => t.textContent);"
+        )
+        assert created and all(re.fullmatch(r"just now|\d+ s ago", text) for text in created)
+        Select(page.find_element("id", "time-zone")).select_by_value("utc")  # UTC again...
+        page.switch_to.window(first)  # ...in the first tab too, at once
+        wait_for(
+            lambda: page.execute_script(f"return {cell}.textContent;").endswith(" UTC"),
+            5,
+            "the other tab's choice",
+        )
+        assert violations(page) == []
+    finally:
+        page.switch_to.window(first)
+        page.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_an_unknown_session_is_not_found_and_empty_views_say_so_in_words(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    open_page(page, live.base + "/?view=session&id=no-such-session")
+    wait_for(lambda: "Not found" in text_of(page, "session"), 5, "not found")
+    assert text_of(page, "error") == ""
+    assert page.title == "not found · session-journal"
+    open_page(page, live.base + "/?view=feed&type=turn_started", token=False)
+    wait_for(lambda: "No retained events match these filters." in text_of(page, "feed"), 5, "empty")
+    writer.sessions.save(SessionRecord(id="s-9", project_id="p"))
+    open_page(page, live.base + "/?view=session&id=s-9", token=False)
+    wait_for(lambda: "No transcript items yet." in text_of(page, "session"), 5, "no items")
+    assert "None." in text_of(page, "session")  # no pending question
+    assert violations(page) == []
+
+
+def test_keys_move_between_views(page: Any, live: LiveServer) -> None:
+    open_page(page, live.base + "/?view=sessions")
+    body = page.find_element("css selector", "body")
+    body.send_keys("f")
+    wait_for(lambda: "view=feed" in page.current_url, 5, "f: the feed")
+    assert page.find_element("id", "nav-feed").get_attribute("aria-current") == "page"
+    body.send_keys("s")
+    wait_for(lambda: "view=sessions" in page.current_url, 5, "s: the sessions")
+    body.send_keys("/")
+    assert page.switch_to.active_element.get_attribute("id") == "search-box"
+    page.switch_to.active_element.send_keys("sf")  # typed into the box: no view changes
+    assert "view=sessions" in page.current_url
+
+
+def test_a_phone_shows_every_view_with_no_horizontal_scrolling(
+    page: Any, live: LiveServer, writer: Store, tmp_path: Path
+) -> None:
+    every_type(writer)
+    busier(writer)
+    metrics = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+    page.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        for view, element in (
+            ("sessions", "sessions"),
+            ("feed", "feed"),
+            ("session&id=s-1", "session"),
+            ("search&q=deploy", "search"),
+        ):
+            open_page(page, live.base + f"/?view={view}")
+            wait_for(lambda e=element: text_of(page, e) != "", 5, view)
+            time.sleep(0.3)  # the view's first page drawn
+            widths = page.execute_script(
+                "const d = document.documentElement; return [d.scrollWidth, d.clientWidth];"
+            )
+            assert widths[0] <= widths[1], (view, widths)
+            if view == "feed":
+                screenshot(page, "feed-phone", tmp_path)
+    finally:
+        page.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def test_secrets_show_redacted_in_the_transcript_and_the_feed(

@@ -6,14 +6,20 @@ has but Web Locks, tested for first. On both backends where a store serves."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 
 import httpx
 import pytest
 
 from session_journal import InvalidRecord, SessionState, Store
+from session_journal.api_events import EVENT_TYPES
 from session_journal.web import WebSettings, create_app
 from session_journal.web._page import PAGE_FILES
 from tests.web.client import ADMIN, TOKENS, InProcess, bearer
@@ -130,3 +136,20 @@ def test_the_page_knows_every_session_state() -> None:
     listed = re.search(r"export const STATES = \[([^\]]*)\]", (PAGE / "views.js").read_text())
     assert listed is not None
     assert re.findall(r"'([^']+)'", listed[1]) == [state.value for state in SessionState]
+
+
+def test_the_page_has_a_summary_for_every_event_type() -> None:
+    # The summaries' table (page/summaries.js) as Node reads the module, against the server's
+    # types: a new type with no summary would be shown by its tag alone.
+    node = shutil.which("node")
+    if node is None:
+        if os.environ.get("CI"):
+            pytest.fail("node is missing: CI checks the page's summaries")
+        pytest.skip("node missing: the page's summaries are checked in CI")
+    module = Path(str(PAGE / "summaries.js")).as_uri()
+    script = f"import {{ SUMMARIES }} from {json.dumps(module)};"
+    script += "console.log(JSON.stringify(Object.keys(SUMMARIES)));"
+    shown = subprocess.run(
+        [node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True
+    )
+    assert sorted(json.loads(shown.stdout)) == list(EVENT_TYPES)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -82,12 +81,6 @@ def redacted(event: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def served(store: Store) -> Store:
     return leaky(store)
-
-
-@pytest.fixture
-def web(served: Store) -> Iterator[InProcess]:
-    with InProcess(create_app(served, WebSettings(tokens=TOKENS))) as client:
-        yield client
 
 
 def answer(web: InProcess, path: str) -> tuple[bytes, Any]:

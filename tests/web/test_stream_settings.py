@@ -19,14 +19,8 @@ from session_journal import ApiEventFilter, Store
 from session_journal.web import WebSettings, create_app, shutdown_streams
 from tests.helpers import append_raw, store_raw_body
 from tests.web.client import ADMIN, TOKENS, W2_TOKEN, Frame, ThreadServer, bearer, fault, frames
-from tests.web.scenario import controller
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def served(store: Store) -> Store:
-    return controller(store)
 
 
 def server(store: Store, **settings: Any) -> ThreadServer:

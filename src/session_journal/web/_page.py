@@ -16,9 +16,16 @@ PAGE_FILES = {
     "icon.svg": "image/svg+xml",
     "app.js": "text/javascript; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
+    "audience.js": "text/javascript; charset=utf-8",
     "dom.js": "text/javascript; charset=utf-8",
     "feed.js": "text/javascript; charset=utf-8",
+    "gap.js": "text/javascript; charset=utf-8",
+    "sse.js": "text/javascript; charset=utf-8",
     "stream.js": "text/javascript; charset=utf-8",
+    "summaries.js": "text/javascript; charset=utf-8",
+    "tabs.js": "text/javascript; charset=utf-8",
+    "time.js": "text/javascript; charset=utf-8",
+    "transport.js": "text/javascript; charset=utf-8",
     "views.js": "text/javascript; charset=utf-8",
 }
 """The files under `/page/` and their types; any other name is 404 (no path from the URL

@@ -3,9 +3,10 @@
 // browser's one shared stream (stream.js).
 
 import { ApiError, getJSON, signIn } from './api.js';
-import { say } from './dom.js';
+import { redrawTimes, say, setTimeZone, timeZone } from './dom.js';
 import { FeedView } from './feed.js';
 import { SharedStream } from './stream.js';
+import { zoneName } from './time.js';
 import { SearchView, SessionView, SessionsView } from './views.js';
 
 const VIEWS = { sessions: SessionsView, feed: FeedView, session: SessionView, search: SearchView };
@@ -15,6 +16,9 @@ const STATUS_TEXT = {
 };
 
 const $ = (id) => document.getElementById(id);
+const RELATIVE_MS = 5_000; // relative times ("41 s ago") are drawn again this often
+const KEYS = { s: 'sessions', f: 'feed' }; // keys that open a view (not while typing)
+const TYPING_MS = 1_000;
 
 /** The `token=` of a fragment, percent-decoded (a `+` stays a `+`: tokens may hold one). */
 function fragmentToken(hash) {
@@ -52,9 +56,22 @@ class App {
     $('login-token').addEventListener('keydown', (event) => {
       if (event.key === 'Enter') this.signIn($('login-token').value.trim());
     });
+    const zone = $('time-zone');
+    zone.value = timeZone();
+    zone.options[1].textContent = `this browser's (${zoneName(-new Date().getTimezoneOffset())})`;
+    zone.addEventListener('change', () => setTimeZone(zone.value));
+    addEventListener('storage', () => { // another tab chose another zone
+      zone.value = timeZone();
+      redrawTimes();
+    });
+    setInterval(() => {
+      if (document.visibilityState === 'visible') redrawTimes(timeZone(), true);
+    }, RELATIVE_MS);
+    addEventListener('keydown', (event) => this.key(event));
     addEventListener('popstate', () => this.render());
     addEventListener('hashchange', () => this.addressChanged());
     this.attempts = 0; // sign-ins begun (the latest wins)
+    this.typedAt = -Infinity; // when a key was last typed into a field (event.timeStamp)
   }
 
   async start() {
@@ -147,6 +164,25 @@ class App {
     });
   }
 
+  /** `s` and `f` open the sessions and the feed, `/` the search box; not while typing (in a
+   * field, or within a second of the last key typed into one: a filter that redraws the view on
+   * its first letter leaves the next ones to the page), nor with a modifier (the browser's). */
+  key(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey || event.defaultPrevented) return;
+    const target = event.target;
+    const typing = target && target.closest && target.closest('input, select, textarea, [contenteditable]');
+    if (typing || event.timeStamp - this.typedAt < TYPING_MS) {
+      this.typedAt = event.timeStamp;
+      return;
+    }
+    if (event.key === '/') {
+      event.preventDefault();
+      $('search-box').focus();
+    } else if (Object.hasOwn(KEYS, event.key) && !this.isSignedOut) {
+      this.navigate({ view: KEYS[event.key] });
+    }
+  }
+
   /** Show the view the URL names; the lowest `as_of_seq` of its snapshots (null: none). */
   async render() {
     if (this.view) this.view.stop();
@@ -157,6 +193,10 @@ class App {
     this.view = new VIEWS[name](this, params);
     $('view').replaceChildren(this.view.node);
     document.title = `${name} · session-journal`;
+    for (const [id, view] of [['nav-sessions', 'sessions'], ['nav-feed', 'feed']]) {
+      if (view === name) $(id).setAttribute('aria-current', 'page');
+      else $(id).removeAttribute('aria-current');
+    }
     return this.run(this.view.load());
   }
 

@@ -2,6 +2,10 @@
 // ever reaches the document as text: `textContent` or a Text node (`append` of a string).
 // Nothing here parses HTML; the page's policy (Trusted Types with no policy) would refuse it.
 
+import { formatTime, relativeTime, toMs, ZONES } from './time.js';
+
+const ZONE_KEY = 'session-journal.time-zone';
+
 /** An element: `props` are constant attributes of the page's own, `text`, `class`, or `on*`
  * listeners; `children` are nodes or strings (appended as text). */
 export function el(tag, props = {}, ...children) {
@@ -25,10 +29,57 @@ export function say(node, text) {
   node.hidden = !text;
 }
 
-/** A time in milliseconds since the epoch, as ISO text (UTC). */
-export function when(ms) {
-  const date = new Date(ms);
-  return Number.isFinite(date.getTime()) ? date.toISOString().replace('T', ' ').slice(0, 23) : '';
+/** The zone times are shown in (`utc` or `local`), as this browser keeps it (`localStorage`
+ * may be refused: UTC then, for this page only). */
+export function timeZone() {
+  try {
+    const kept = localStorage.getItem(ZONE_KEY);
+    return ZONES.includes(kept) ? kept : 'utc';
+  } catch {
+    return 'utc';
+  }
+}
+
+/** Show times in `zone` from now on, in every tab of this browser, and redraw this page's. */
+export function setTimeZone(zone) {
+  try {
+    localStorage.setItem(ZONE_KEY, zone);
+  } catch {
+    // kept for this page only
+  }
+  redrawTimes(zone);
+}
+
+function drawTime(node, zone, now) {
+  const ms = Number(node.dataset.ms);
+  const absolute = formatTime(ms, zone, true);
+  if (node.dataset.relative !== undefined) {
+    node.textContent = relativeTime(ms, now);
+    node.title = absolute;
+  } else {
+    node.textContent = formatTime(ms, zone);
+    node.title = absolute;
+  }
+}
+
+/** A `<time>` of `value` (ms since the epoch, or ISO text) in the page's zone, the exact time
+ * with milliseconds on hover; `relative`: `41 s ago` instead (kept current by `redrawTimes`). */
+export function timeNode(value, relative = false) {
+  const ms = toMs(value);
+  if (!Number.isFinite(new Date(ms).getTime())) {
+    return el('span', { class: 'muted' }, typeof value === 'string' && value ? value : '—');
+  }
+  const node = el('time', { datetime: new Date(ms).toISOString(), 'data-ms': String(ms) });
+  if (relative) node.dataset.relative = '';
+  drawTime(node, timeZone(), Date.now());
+  return node;
+}
+
+/** Draw every time on the page again (the zone changed, or relative times went by). */
+export function redrawTimes(zone = timeZone(), relativeOnly = false) {
+  const now = Date.now();
+  const selector = relativeOnly ? 'time[data-relative]' : 'time[data-ms]';
+  for (const node of document.querySelectorAll(selector)) drawTime(node, zone, now);
 }
 
 /** At most `limit` characters of `text`, with an ellipsis when cut. */

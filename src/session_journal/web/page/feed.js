@@ -1,14 +1,48 @@
 // The feed: the last 200 events, then live; pause and resume; filters (a session, event types)
 // that apply to live events too; at most 1,000 rows, older ones dropping off; "load older"
-// pages back with `before_seq`.
+// pages back with `before_seq`. Each row says what happened in one line (summaries.js); its
+// JSON, as served, is one click away.
 
 import { getJSON } from './api.js';
-import { cut, el, linkButton, when } from './dom.js';
+import { cut, el, linkButton, timeNode } from './dom.js';
+import { EventMemory, summarize } from './summaries.js';
 
 const FEED_FIRST = 200;
 export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible views refresh this often
 const FEED_MAX_ROWS = 1000;
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
+
+/** Whether nothing older than a `before_seq` page (asked with `limit`) is retained: it held
+ * fewer events than asked for, or its oldest is just above the pruned floor. */
+export function nothingOlder(page, limit) {
+  return page.events.length < limit || page.next_before_seq <= page.pruned_through + 1;
+}
+
+/** The JSON of `event` one click away: a `<details>` with the served event (written when first
+ * opened: a thousand rows hold no JSON text until asked), and a button that selects it (and
+ * copies it where the browser lets a page do so). */
+function jsonDetails(event) {
+  const pre = el('pre', { class: 'json' });
+  const note = el('span', { class: 'muted' });
+  const copy = el('button', {
+    type: 'button',
+    onclick: () => {
+      getSelection().selectAllChildren(pre);
+      let copied;
+      try {
+        copied = document.execCommand('copy');
+      } catch {
+        copied = false; // refused: the JSON stays selected
+      }
+      note.textContent = copied ? ' copied' : ' selected: press Ctrl+C to copy';
+    },
+  }, 'Copy');
+  const details = el('details', { class: 'json' }, el('summary', {}, 'JSON'), pre, copy, note);
+  details.addEventListener('toggle', () => {
+    if (details.open && !pre.textContent) pre.textContent = JSON.stringify(event, null, 2);
+  });
+  return details;
+}
 
 export class FeedView {
   /** `embedded`: the events of one session inside its view (no filter inputs). */
@@ -20,6 +54,7 @@ export class FeedView {
     this.paused = false;
     this.missed = 0; // live events that matched while paused
     this.newest = 0; // the highest seq this view has seen
+    this.memory = new EventMemory(); // earlier events, for the summaries of later ones
     this.rows = el('tbody');
     this.loaded = false;
     // A first load that failed (the error is shown) is tried again while the tab is visible.
@@ -27,6 +62,7 @@ export class FeedView {
       if (!this.loaded && !this.loading && document.visibilityState === 'visible') this.app.run(this.load());
     }, REFRESH_MS);
     this.state = el('span', { class: 'muted' });
+    this.empty = el('p', { class: 'muted empty', hidden: true });
     this.pause = el('button', { type: 'button', onclick: () => this.togglePause() }, 'Pause');
     this.older = el('button', { type: 'button', disabled: true, onclick: () => this.loadOlder() }, 'Load older');
     const session = el('input', { type: 'text', value: this.session, placeholder: 'session id', 'aria-label': 'Session', maxlength: 200 });
@@ -42,8 +78,9 @@ export class FeedView {
           el('button', { type: 'button', onclick: apply }, 'Apply')],
         this.pause, this.state),
       el('table', {},
-        el('thead', {}, el('tr', {}, ['Seq', 'Recorded', 'Session', 'Type', 'Event'].map((h) => el('th', {}, h)))),
+        el('thead', {}, el('tr', {}, ['Seq', 'Recorded', 'Session', 'What happened'].map((h) => el('th', {}, h)))),
         this.rows),
+      this.empty,
       this.older);
   }
 
@@ -74,25 +111,46 @@ export class FeedView {
     const loading = this.loading;
     this.loading = null;
     this.loaded = true;
-    this.older.disabled = false;
+    this.showOlder(page);
+    this.memory.remember(page.events);
     this.rows.replaceChildren(...page.events.map((event) => this.row(event)));
     this.newest = page.latest_seq;
     this.paused = false;
     this.missed = 0;
     this.showState();
     this.onEvents(loading);
+    this.showEmpty();
     return page.latest_seq;
   }
 
   row(event) {
-    const tr = el('tr', {},
+    const { text, alert } = summarize(event, this.memory);
+    const tr = el('tr', { class: alert ? 'alert' : null },
       el('td', { class: 'seq' }, String(event.seq)),
-      el('td', {}, when(event.recorded_at_ms)),
-      el('td', {}, linkButton(event.session_id, () => this.app.navigate({ view: 'session', id: event.session_id }))),
-      el('td', {}, event.event.type),
-      el('td', { class: 'body' }, cut(JSON.stringify(event.event), 300)));
+      el('td', { class: 'when' }, timeNode(event.recorded_at_ms)),
+      el('td', { class: 'id' }, linkButton(event.session_id, () => this.app.navigate({ view: 'session', id: event.session_id }))),
+      el('td', { class: 'what' },
+        alert ? el('span', { class: 'badge' }, `⚠ ${alert}`) : null,
+        el('span', { class: 'summary-text' }, cut(text, 500)),
+        jsonDetails(event)));
     tr.dataset.seq = String(event.seq);
+    tr.dataset.type = String(event.event.type);
     return tr;
+  }
+
+  /** "Load older" after `page`: disabled, saying so, when nothing older is retained. */
+  showOlder(page) {
+    const none = nothingOlder(page, this.first);
+    this.older.disabled = none;
+    this.older.textContent = none ? 'Nothing older is retained' : 'Load older';
+  }
+
+  /** Words where there are no rows: nothing yet, or nothing matches the filters. */
+  showEmpty() {
+    const filtered = this.session || this.types.length;
+    const text = filtered ? 'No retained events match these filters.' : 'No events yet: new ones appear here as they are committed.';
+    this.empty.textContent = text;
+    this.empty.hidden = this.rows.childElementCount > 0;
   }
 
   onEvents(events) {
@@ -104,13 +162,19 @@ export class FeedView {
     const fresh = events.filter((event) => event.seq > this.newest && this.matches(event));
     if (events.length) this.newest = Math.max(this.newest, events.at(-1).seq);
     if (!fresh.length) return;
+    this.memory.remember(fresh);
     if (this.paused) {
       this.missed += fresh.length;
       this.showState();
       return;
     }
     for (const event of fresh) this.rows.prepend(this.row(event)); // newest on top
-    while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.lastChild.remove();
+    if (this.rows.childElementCount > FEED_MAX_ROWS) {
+      while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.lastChild.remove();
+      this.older.disabled = false; // what dropped off is older
+      this.older.textContent = 'Load older';
+    }
+    this.showEmpty();
   }
 
   togglePause() {
@@ -129,10 +193,13 @@ export class FeedView {
     const ticket = this.loads;
     const page = await this.app.run(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
     if (ticket !== this.loads) return; // the rows were read again meanwhile: this page may not fit
-    this.older.disabled = false;
-    if (!page) return;
+    if (!page) {
+      this.older.disabled = false; // the error is shown: it may be tried again
+      return;
+    }
+    this.showOlder(page);
+    this.memory.remember(page.events);
     for (const event of page.events) this.rows.append(this.row(event));
-    if (!page.events.length) this.state.textContent = 'nothing older is retained';
     if (this.rows.childElementCount > FEED_MAX_ROWS) {
       while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.firstChild.remove();
       this.paused = true; // the newest rows dropped: live rows would leave a hole

@@ -1,7 +1,7 @@
 // The sessions list, one session, and search.
 
-import { getJSON } from './api.js';
-import { cut, el, linkButton } from './dom.js';
+import { ApiError, getJSON } from './api.js';
+import { cut, el, linkButton, timeNode } from './dom.js';
 import { FeedView, REFRESH_MS } from './feed.js';
 
 export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'closed',
@@ -109,7 +109,7 @@ export class SessionsView {
       el('td', {}, el('span', { class: `state state-${STATES.includes(session.state) ? session.state : 'other'}` }, session.state)),
       el('td', {}, activityText(summary.activity)),
       el('td', {}, operationText(summary.checkpoint_operation)),
-      el('td', {}, summary.created_at.replace('T', ' ').slice(0, 19)));
+      el('td', {}, timeNode(summary.created_at, true)));
   }
 
   turn(direction) {
@@ -144,6 +144,7 @@ export class SessionView {
     this.summary = el('dl', { class: 'summary' });
     this.questions = el('ul', { class: 'questions' });
     this.items = el('ol', { class: 'transcript', reversed: true });
+    this.noItems = el('p', { class: 'muted empty', hidden: true }, 'No transcript items yet.');
     this.state = el('pre', { class: 'state' });
     this.older = el('button', { type: 'button', disabled: true, onclick: () => this.loadOlder() }, 'Load older');
     this.generation = 0; // counts rebuilds of the transcript: an older page read before one is dropped
@@ -153,7 +154,7 @@ export class SessionView {
       this.summary,
       el('h3', {}, 'Pending questions'), this.questions,
       this.events.node,
-      el('h3', {}, 'Transcript (newest first)'), this.items, this.older,
+      el('h3', {}, 'Transcript (newest first)'), this.items, this.noItems, this.older,
       el('details', {}, el('summary', {}, 'Materialized state'), this.state));
     this.refresher = new Refresher(() => this.app.run(this.load()));
   }
@@ -164,11 +165,19 @@ export class SessionView {
 
   /** The session, its state, questions and newest transcript items; the lowest `as_of_seq`. */
   async load() {
-    const [session, state, questions, transcript, eventsAsOf] = await Promise.all([
-      getJSON(this.path()), getJSON(this.path('/state')), getJSON(this.path('/questions')),
-      getJSON(this.path('/transcript'), { limit: 50 }),
-      this.eventsLoaded ? null : this.events.load(),
-    ]);
+    let read;
+    try {
+      read = await Promise.all([
+        getJSON(this.path()), getJSON(this.path('/state')), getJSON(this.path('/questions')),
+        getJSON(this.path('/transcript'), { limit: 50 }),
+        this.eventsLoaded ? null : this.events.load(),
+      ]);
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 404)) throw error;
+      this.notFound();
+      return null;
+    }
+    const [session, state, questions, transcript, eventsAsOf] = read;
     this.eventsLoaded = true;
     const record = session.session;
     const entries = [
@@ -205,8 +214,20 @@ export class SessionView {
         this.older.disabled = false;
       }
     }
+    this.noItems.hidden = this.items.childElementCount > 0;
     const seqs = [session.as_of_seq, state.as_of_seq, questions.as_of_seq, transcript.as_of_seq];
     return Math.min(...seqs, ...(eventsAsOf === null ? [] : [eventsAsOf]));
+  }
+
+  /** No such session (never created, deleted, or another workspace's): said in words. */
+  notFound() {
+    this.missing = true;
+    this.refresher.stop();
+    this.events.stop();
+    this.node.replaceChildren(
+      el('h2', {}, 'Session ', el('code', {}, this.id)),
+      el('p', { class: 'not-found' }, 'Not found: no session has this id (it was never created, was deleted, or belongs to a workspace this token does not see).'));
+    document.title = 'not found · session-journal';
   }
 
   item(item) {
@@ -231,6 +252,7 @@ export class SessionView {
   }
 
   onEvents(events) {
+    if (this.missing) return;
     this.events.onEvents(events);
     if (events.some((event) => event.session_id === this.id)) this.refresher.poke();
   }
@@ -258,7 +280,7 @@ export class SearchView {
     this.results.replaceChildren(...found.hits.map((hit) => el('li', {},
       el('div', { class: 'hit' },
         linkButton(hit.session_id, () => this.app.navigate({ view: 'session', id: hit.session_id })),
-        el('span', { class: 'muted' }, ` #${hit.seq} · ${hit.kind} · ${hit.ts}`)),
+        el('span', { class: 'muted' }, ` #${hit.seq} · ${hit.kind} · `, timeNode(hit.ts))),
       el('p', { class: 'snippet' }, hit.snippet))));
     if (!found.hits.length) this.results.append(el('li', { class: 'muted' }, `No results for “${cut(this.q, 100)}”.`));
     return null;
