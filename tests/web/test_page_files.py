@@ -153,3 +153,20 @@ def test_the_page_has_a_summary_for_every_event_type() -> None:
         [node, "--input-type=module", "-e", script], capture_output=True, text=True, check=True
     )
     assert sorted(json.loads(shown.stdout)) == list(EVENT_TYPES)
+
+
+def test_the_page_preloads_the_modules_of_its_first_view() -> None:
+    # Without the preloads the browser finds the modules one level of imports at a time: each
+    # level a round trip before the first view can draw. The stream's modules are imported
+    # once the first view is drawn, and not preloaded: they would compete with the view's.
+    html = (PAGE / "index.html").read_text()
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="page/([a-z]+\.js)">', html))
+    static: set[str] = set()
+    todo = ["app.js"]
+    while todo:
+        for name in re.findall(r"from '\./([a-z]+\.js)'", (PAGE / todo.pop()).read_text()):
+            if name not in static:
+                static.add(name)
+                todo.append(name)
+    assert "stream.js" not in static and "import('./stream.js')" in (PAGE / "app.js").read_text()
+    assert preloaded == static

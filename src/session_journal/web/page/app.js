@@ -1,11 +1,11 @@
 // The operator page: a view chosen by the URL's query (`?view=sessions&state=&workspace=`,
 // `?view=feed&session=&type=`, `?view=session&id=`, `?view=search&q=`), kept live by the
-// browser's one shared stream (stream.js).
+// browser's one shared stream (stream.js, imported once the first view is drawn: its modules
+// are not on the way to the first row).
 
 import { ApiError, getJSON, signIn } from './api.js';
 import { redrawTimes, say, setTimeZone, timeZone } from './dom.js';
 import { FeedView } from './feed.js';
-import { SharedStream } from './stream.js';
 import { zoneName } from './time.js';
 import { SearchView, SessionView, SessionsView } from './views.js';
 
@@ -39,13 +39,9 @@ class App {
     const meta = document.querySelector('meta[name="session-journal-page-hidden-close-s"]');
     const hiddenCloseS = Number(meta && meta.content) || 60;
     this.view = null;
-    this.stream = new SharedStream(hiddenCloseS * 1000, {
-      events: (events) => this.view && this.view.onEvents(events),
-      status: (state, detail) => this.showStatus(state, detail),
-      expired: (body) => this.expired(body),
-      reset: () => this.reload(),
-      unauthorized: () => this.signedOut(),
-    });
+    this.hiddenCloseMs = hiddenCloseS * 1000;
+    this.stream = null; // the SharedStream, once stream.js is loaded (`follow`)
+    this.streamLoading = null;
     $('nav-sessions').addEventListener('click', () => this.navigate({ view: 'sessions' }));
     $('nav-feed').addEventListener('click', () => this.navigate({ view: 'feed' }));
     const box = $('search-box');
@@ -99,8 +95,30 @@ class App {
       }
     }
     if (refused) say($('notice'), `${refused}; this page uses its earlier sign-in.`);
-    const asOf = await this.render();
-    this.stream.setCursor(asOf === undefined ? null : asOf);
+    await this.follow(await this.render());
+  }
+
+  /** Follow the log after `asOf` (a view's lowest `as_of_seq`; null or undefined: the
+   * frontier), loading the shared stream the first time. */
+  async follow(asOf) {
+    if (!this.streamLoading) {
+      this.streamLoading = import('./stream.js').then(({ SharedStream }) => {
+        this.stream = new SharedStream(this.hiddenCloseMs, {
+          events: (events) => this.view && this.view.onEvents(events),
+          status: (state, detail) => this.showStatus(state, detail),
+          expired: (body) => this.expired(body),
+          reset: () => this.reload(),
+          unauthorized: () => this.signedOut(),
+        });
+        return this.stream;
+      });
+    }
+    try {
+      (await this.streamLoading).setCursor(asOf === undefined ? null : asOf);
+    } catch (error) {
+      this.streamLoading = null; // tried again at the next reload
+      say($('error'), `The live stream could not start: ${error.message}`);
+    }
   }
 
   /** The token of the address's fragment ('' when none), dropped at once from the address bar
@@ -254,8 +272,7 @@ class App {
 
   /** Read the view again and follow from its snapshots' lowest `as_of_seq`. */
   async reload() {
-    const asOf = await this.render();
-    this.stream.setCursor(asOf === undefined ? null : asOf);
+    await this.follow(await this.render());
   }
 
   signedOut(message) {
@@ -288,7 +305,7 @@ class App {
     }
     this.signedIn();
     await this.reload();
-    this.stream.resume();
+    if (this.stream) this.stream.resume();
   }
 }
 
