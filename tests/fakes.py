@@ -105,10 +105,11 @@ class FakeSessions:
         record = self._state.sessions.get(session_id)
         return None if record is None else record.model_copy(deep=True)
 
-    def count_by_state(self) -> dict[str, int]:
+    def count_by_state(self, workspace_id: str | None = None) -> dict[str, int]:
         counts: dict[str, int] = {}
         for record in self._state.sessions.values():
-            counts[record.state.value] = counts.get(record.state.value, 0) + 1
+            if workspace_id is None or record.workspace_id == workspace_id:
+                counts[record.state.value] = counts.get(record.state.value, 0) + 1
         return counts
 
     def list(self, *, workspace_id: str | None, project_id: str | None) -> list[SessionRecord]:

@@ -147,6 +147,7 @@ class AsyncSessionService(_Service[SessionService]):
     get = _awaitable(SessionService.get)
     list = _awaitable(SessionService.list)
     list_ended = _awaitable(SessionService.list_ended)
+    count_by_state = _awaitable(SessionService.count_by_state)
     page = _awaitable(SessionService.page)
     delete = _awaitable(SessionService.delete)
     remove_ended = _awaitable(SessionService.remove_ended)

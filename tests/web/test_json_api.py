@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from session_journal import ApiEventFilter, SessionState, Store
+from session_journal import ApiEventFilter, SessionRecord, SessionState, Store
 from session_journal.aio import AsyncStore
 from session_journal.web import WebSettings, create_app
 from tests.web.client import TOKENS, W2_TOKEN, InProcess, bearer
@@ -108,6 +108,35 @@ def test_the_sessions_list_is_a_snapshot_newest_first(web: InProcess, served: St
     problem(web, "/api/sessions?state=sleeping", 400, "bad_request")
     problem(web, "/api/sessions?before=not-a-cursor", 400, "bad_request")
     problem(web, "/api/sessions?limit=0", 400, "bad_request")
+
+
+def test_session_counts_by_state_every_state_and_the_total(web: InProcess, served: Store) -> None:
+    none = {state.value: 0 for state in SessionState}
+    assert get(web, "/api/sessions/counts") == {
+        "as_of_seq": 2,
+        "workspace_id": None,
+        "total": 2,
+        "counts": {**none, "provisioning": 2},
+    }
+    served.sessions.save(SessionRecord(id="s-3", project_id="p", workspace_id="w-2"))
+    errored = served.sessions.get("s-2").model_copy(update={"state": SessionState.ERROR})  # type: ignore[union-attr]
+    served.sessions.save(errored)
+    assert get(web, "/api/sessions/counts?workspace_id=w-2") == {
+        "as_of_seq": 2,
+        "workspace_id": "w-2",
+        "total": 2,
+        "counts": {**none, "provisioning": 1, "error": 1},
+    }
+    assert get(web, "/api/sessions/counts?workspace_id=w-9")["total"] == 0
+    assert served.sessions.count_by_state(workspace_id="w-1") == {
+        **{state: 0 for state in SessionState},
+        SessionState.PROVISIONING: 1,
+    }
+    # A session named `counts` is the store's to read; its own routes below it still work.
+    served.sessions.save(SessionRecord(id="counts", project_id="p", workspace_id="w-1"))
+    assert get(web, "/api/sessions/counts")["total"] == 4
+    problem(web, "/api/sessions/counts?state=error", 400, "bad_request")
+    problem(web, "/api/sessions/counts?workspace_id=a%2Fb", 400, "bad_request")
 
 
 def test_one_session_its_state_transcript_and_questions(web: InProcess, served: Store) -> None:

@@ -103,6 +103,16 @@ class SessionService:
             return read.sessions.list(workspace_id=workspace_id, project_id=project_id)
 
     @validate_arguments()
+    def count_by_state(
+        self, *, workspace_id: Id | None = None, uow: Passed[WriteContext | None] = None
+    ) -> dict[SessionState, int]:
+        """How many sessions are in each state, every state included (0 when none), of one
+        workspace when `workspace_id` is given; one statement (`GROUP BY`)."""
+        with self._transactions.reading("count sessions by state", uow) as read:
+            counts = read.sessions.count_by_state(workspace_id)
+        return {state: counts.get(state.value, 0) for state in SessionState}
+
+    @validate_arguments()
     def page(
         self,
         *,

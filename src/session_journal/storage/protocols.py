@@ -82,8 +82,9 @@ class SessionReads(Protocol):
         `updated_before` (timezone-aware), at most `limit`."""
         ...
 
-    def count_by_state(self) -> dict[str, int]:
-        """How many sessions are in each state (states without a session left out)."""
+    def count_by_state(self, workspace_id: str | None = None) -> dict[str, int]:
+        """How many sessions are in each state (states without a session left out), of one
+        workspace when `workspace_id` is given."""
         ...
 
 

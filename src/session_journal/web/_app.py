@@ -153,6 +153,23 @@ class _Api:
             body = _page_with(snapshot.as_of_seq, page_json)
         return Response(body, media_type=_JSON)
 
+    async def session_counts(self, request: Request) -> Response:
+        """`GET /api/sessions/counts`: how many sessions are in each state (every state, 0
+        included) and in all, in the workspace given (a token bound to a workspace: its own),
+        as of `as_of_seq`."""
+        principal = _principal(request)
+        query = Query(request.scope["query_string"], frozenset({"workspace_id"}))
+        workspace = query.event_filter(principal.workspace).workspace_id
+        async with self.store.snapshot() as snapshot:
+            counts = await snapshot.sessions.count_by_state(workspace_id=workspace)
+            document = {
+                "as_of_seq": snapshot.as_of_seq,
+                "workspace_id": workspace,
+                "total": sum(counts.values()),
+                "counts": {state.value: count for state, count in counts.items()},
+            }
+        return Response(await self.redaction.document(document), media_type=_JSON)
+
     async def session(self, request: Request) -> Response:
         principal, session_id = _principal(request), _session_id(request)
         Query(request.scope["query_string"], frozenset())
@@ -378,6 +395,8 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         Route("/api/events", api.events, methods=get),
         Route("/api/events/stream", StreamRoute(hub, api.expired_body)),
         Route("/api/sessions", api.sessions, methods=get),
+        # Before `{session_id}`: the session named `counts` is read by the store, not here.
+        Route("/api/sessions/counts", api.session_counts, methods=get),
         Route("/api/sessions/{session_id}", api.session, methods=get),
         Route("/api/sessions/{session_id}/state", api.state, methods=get),
         Route("/api/sessions/{session_id}/transcript", api.transcript, methods=get),

@@ -165,9 +165,15 @@ class SessionRepository:
             query = query.where(SessionRow.updated_at < updated_before.astimezone(UTC))
         return list(self._connection.scalars(query))
 
-    def count_by_state(self) -> dict[str, int]:
-        """How many sessions are in each state (states without a session left out)."""
-        rows = self._connection.execute(_COUNT_BY_STATE)
+    def count_by_state(self, workspace_id: str | None = None) -> dict[str, int]:
+        """How many sessions are in each state (states without a session left out), of one
+        workspace when `workspace_id` is given."""
+        query = _COUNT_BY_STATE
+        if workspace_id is not None:
+            query = query.join(
+                SessionContextRow, SessionContextRow.session_id == SessionRow.session_id
+            ).where(SessionContextRow.workspace_id == workspace_id)
+        rows = self._connection.execute(query)
         return {str(state): int(count) for state, count in rows}
 
     def lock(self, session_id: str) -> StoredLifecycle | None:
