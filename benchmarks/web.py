@@ -30,7 +30,10 @@ Rows (SQLite unless said):
 7. JSON pages of 10 events, 16 keep-alive clients: requests/s against a bare Starlette handler
    making the same store call;
 8. `/metrics` with 1,000 streams open (200 with `--quick`) and 100 durable consumers (SQLite and
-   PostgreSQL): the server's CPU a scrape, less its CPU as long without scrapes.
+   PostgreSQL): the server's CPU a scrape, less its CPU as long without scrapes;
+9. `GET /api/events/rate` (SQLite and PostgreSQL) on a log of 500 events/s over the last 60
+   minutes (6 with `--quick`), written straight into the tables: the answer's wall time for
+   `minutes=15` and `minutes=60` (medians of 5) and the server's CPU for each; reported.
 Usage: `web.py [--quick] [--only sqlite|postgresql]`.
 """
 
@@ -66,6 +69,7 @@ FULL = {
     "pages_s": 5.0,
     "rss_events": 1000,
     "scrapes": 200,
+    "rate_minutes": 60,
 }
 QUICK = {
     "seconds": 4.0,
@@ -75,6 +79,7 @@ QUICK = {
     "pages_s": 1.5,
     "rss_events": 300,
     "scrapes": 40,
+    "rate_minutes": 6,
 }
 _ID = re.compile(rb"id: (\d+)\nevent: api_event\n")
 
@@ -692,6 +697,69 @@ def scrape_row(backend: str, streams: int, consumers: int, scrapes: int) -> dict
     }
 
 
+_FILL_SQLITE = """
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < :count)
+INSERT INTO api_events (seq, session_id, recorded_at_ms, body, body_canonical)
+SELECT :base + i, :session, :start + (i * 1000) / :per_second, :body, 0 FROM n
+"""
+_FILL_POSTGRESQL = """
+INSERT INTO api_events (seq, session_id, recorded_at_ms, body, body_canonical)
+SELECT :base + i, :session, :start + (i * 1000) / :per_second, CAST(:body AS json), false
+FROM generate_series(1, :count) AS i
+"""
+
+
+def rate_row(backend: str, per_second: int, minutes: int) -> dict[str, float]:
+    """`GET /api/events/rate` on a log of `per_second` events a second over the last `minutes`
+    minutes (inserted by one statement, the frontier moved to match): each window's median
+    wall time over 5 answers and the server's CPU an answer."""
+    import urllib.request
+
+    import sqlalchemy as sa
+
+    count = per_second * minutes * 60
+    with database(backend, "rate") as url:
+        base = prepared(url)
+        with Store.open(url) as store, store.unit_of_work() as uow:
+            fill = _FILL_SQLITE if backend == "sqlite" else _FILL_POSTGRESQL
+            start = int(time.time() * 1000) - minutes * 60_000
+            uow.connection.execute(
+                sa.text(fill),
+                {
+                    "base": base,
+                    "session": SESSION,
+                    "start": start,
+                    "count": count,
+                    "per_second": per_second,
+                    "body": BODY,
+                },
+            )
+            uow.connection.execute(
+                sa.text("UPDATE event_sequences SET last_seq = :last WHERE name = 'api_events'"),
+                {"last": base + count},
+            )
+            uow.commit()
+        server = Server(url)
+        figures: dict[str, float] = {"events": count}
+        for window in (15, 60):
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{server.port}/api/events/rate?minutes={window}",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            walls, cpu_before = [], server.cpu()
+            for _ in range(5):
+                started = time.perf_counter()
+                with urllib.request.urlopen(request, timeout=120) as answer:
+                    counted = sum(json.loads(answer.read())["counts"])
+                walls.append((time.perf_counter() - started) * 1000)
+            figures[f"wall_{window}"] = statistics.median(walls)
+            figures[f"cpu_{window}"] = (server.cpu() - cpu_before) / 5 * 1000
+            figures[f"counted_{window}"] = counted
+        server.process.kill()
+        server.process.join(30)
+    return figures
+
+
 def line(backend: str, measure: str, figure: str, target: str, ok: bool) -> Line:
     return (backend, measure, figure, f"{target}: {'PASS' if ok else 'MISS'}")
 
@@ -764,6 +832,18 @@ def stream_lines(backend: str, scale: dict[str, Any]) -> list[Line]:
             f"{scraped['wall_ms']:.1f} ms",
             "<= 20 ms CPU",
             scraped["cpu_ms"] <= 20,
+        )
+    )
+    rate = rate_row(backend, 500, scale["rate_minutes"])
+    lines.append(
+        (
+            backend,
+            f"GET /api/events/rate, 500 events/s over the last {scale['rate_minutes']} minutes "
+            f"({rate['events']:,.0f} events)",
+            f"minutes=15: {rate['wall_15']:.0f} ms ({rate['cpu_15']:.0f} ms of server CPU, "
+            f"{rate['counted_15']:,.0f} counted); minutes=60: {rate['wall_60']:.0f} ms "
+            f"({rate['cpu_60']:.0f} ms of CPU, {rate['counted_60']:,.0f} counted)",
+            "reported",
         )
     )
     many = streams_row(backend, big, 0, 500.0, seconds)

@@ -307,6 +307,26 @@ class FakeEvents:
     def count_between(self, after_seq: int, through_seq: int) -> int:
         return len(self.present_after(after_seq, through_seq))
 
+    def minute_counts(
+        self, since_ms: int, until_ms: int, workspace_id: str | None
+    ) -> tuple[int, int, dict[int, int]]:
+        events = self._state.events
+        low = 0
+        for event in reversed(events):  # back to the newest event recorded before the window
+            if event.recorded_at_ms < since_ms:
+                low = event.seq - 1
+                break
+        counts: dict[int, int] = {}
+        for event in events:
+            record = self._state.sessions.get(event.session_id)
+            in_workspace = workspace_id is None or (
+                record is not None and record.workspace_id == workspace_id
+            )
+            if event.seq > low and since_ms <= event.recorded_at_ms < until_ms and in_workspace:
+                minute = (event.recorded_at_ms - since_ms) // 60_000
+                counts[minute] = counts.get(minute, 0) + 1
+        return self._state.latest_seq, low, counts
+
     def flush(self) -> int:
         """At commit: the queued events get the next seqs, in order; how many."""
         appended = len(self._pending)

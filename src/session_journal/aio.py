@@ -483,6 +483,7 @@ class AsyncEventService(_Service[EventService]):
     load_json_events = _awaitable(EventService.load_json_events)
     load_before = _awaitable(EventService.load_before)
     load_before_json = _awaitable(EventService.load_before_json)
+    rate = _awaitable(EventService.rate)
     latest_seq = _awaitable(EventService.latest_seq)
     pruned_through = _awaitable(EventService.pruned_through)
     plan_prune = _awaitable(EventService.plan_prune)

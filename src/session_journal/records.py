@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -158,6 +158,26 @@ class Histogram(BaseModel):
             total += count
             out.append(total)
         return tuple(out)
+
+
+class EventRate(BaseModel):
+    """Events recorded per minute (`store.events.rate()`): `counts[i]` were recorded in the
+    minute that starts `i` minutes after `start_ms` (ms since the epoch, a whole minute); the
+    last is the current minute, still running. `as_of_seq` is the frontier of the read;
+    `counted_after_seq` the seq the count started after (the newest retained event recorded
+    before `start_ms`, else the floor)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    MAX_MINUTES: ClassVar[int] = 60
+    """The longest window `rate` counts."""
+
+    as_of_seq: int
+    start_ms: int
+    counts: tuple[int, ...]
+    counted_after_seq: int
+    minute_ms: int = 60_000
+    """A bucket's width (ms)."""
 
 
 class StoreMetrics(BaseModel):

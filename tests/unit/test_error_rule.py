@@ -22,7 +22,7 @@ MODELS = sorted(
 
 def test_the_exported_models_are_the_ones_the_rule_names() -> None:
     assert {"ApiEventFilter", "SessionRecord", "CheckpointMetadata", "ApiEvent"} <= set(MODELS)
-    assert len(MODELS) == 25  # a new model is a new row of this rule: look at it
+    assert len(MODELS) == 26  # a new model is a new row of this rule: look at it
 
 
 @pytest.mark.parametrize("name", MODELS)

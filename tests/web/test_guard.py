@@ -296,6 +296,9 @@ def workspace_scoping(get: Any) -> None:
     (status, counts) = answer("/api/sessions/counts")
     assert status == (200, None) and (counts["workspace_id"], counts["total"]) == ("w-2", 1)
     assert answer("/api/sessions/counts?workspace_id=w-1")[0] == (404, "not_found")
+    (status, rate) = answer("/api/events/rate")
+    assert status == (200, None) and (rate["workspace_id"], sum(rate["counts"])) == ("w-2", 1)
+    assert answer("/api/events/rate?workspace_id=w-1")[0] == (404, "not_found")
     for path in ("", "/state", "/transcript", "/questions"):
         assert answer(f"/api/sessions/s-1{path}")[0] == (404, "not_found")
         assert answer(f"/api/sessions/s-2{path}")[0] == (200, None)

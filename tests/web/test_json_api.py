@@ -139,6 +139,21 @@ def test_session_counts_by_state_every_state_and_the_total(web: InProcess, serve
     problem(web, "/api/sessions/counts?workspace_id=a%2Fb", 400, "bad_request")
 
 
+def test_the_event_rate_per_minute(web: InProcess, served: Store) -> None:
+    rate = get(web, "/api/events/rate")
+    assert rate["workspace_id"] is None and rate["minute_ms"] == 60_000
+    assert len(rate["counts"]) == 15 and rate["start_ms"] % 60_000 == 0
+    assert (rate["as_of_seq"], rate["counted_after_seq"]) == (2, 1)  # after the question
+    assert sum(rate["counts"]) == 1  # the fault, stamped now; the question was recorded at 100
+    assert len(get(web, "/api/events/rate?minutes=60")["counts"]) == 60
+    assert sum(get(web, "/api/events/rate?workspace_id=w-1")["counts"]) == 0
+    for query in ("minutes=0", "minutes=61", "minutes=x", "minutes=1&minutes=2"):
+        assert problem(web, f"/api/events/rate?{query}", 400, "bad_request")["parameter"] == (
+            "minutes"
+        )
+    problem(web, "/api/events/rate?session_id=s-1", 400, "bad_request")
+
+
 def test_one_session_its_state_transcript_and_questions(web: InProcess, served: Store) -> None:
     one = get(web, "/api/sessions/s-1")
     assert one == {

@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Annotated, NamedTuple
+
+from pydantic import Field
 
 from .._arguments import Given, Int64, Passed, validate_arguments
 from .._clock import now_ms
+from .._validation import Id
 from ..api_events import (
     ApiEvent,
     ApiEventFilter,
@@ -25,11 +28,16 @@ from ..errors import InvalidRecord, StoreClosed
 from ..follow.cursors import check_not_expired, page_after
 from ..follow.follower import Follower
 from ..follow.following import Following
+from ..records import EventRate
 from ..storage.protocols import ReadContext, Transactions, WriteContext
 
 MAX_PAGE = 1000
 MAX_WAIT_S = 3600.0
 """The longest `timeout` of `wait`."""
+MAX_RATE_MINUTES = EventRate.MAX_MINUTES
+"""The longest window of `rate`."""
+RateMinutes = Annotated[int, Field(ge=1, le=MAX_RATE_MINUTES, strict=True)]
+_MINUTE_MS = 60_000
 PRUNE_BATCH = 250
 """The most events one transaction of `prune` deletes (a short write lock: appenders of this
 process and others take turns between batches)."""
@@ -121,6 +129,31 @@ class EventService:
         with the page's cursor, frontier and floor; for a server that sends events one by one
         (a Server-Sent Event each) or a command line that prints one per line."""
         return self._json_page(filter, after_seq, limit, uow)
+
+    @validate_arguments()
+    def rate(
+        self,
+        minutes: RateMinutes = 15,
+        *,
+        workspace_id: Id | None = None,
+        uow: Passed[WriteContext | None] = None,
+    ) -> EventRate:
+        """How many events were recorded in each of the last `minutes` whole minutes (1 to
+        `MAX_RATE_MINUTES`; the last is the current one), of one workspace's sessions when
+        `workspace_id` is given: `EventRate`. It counts the log's recent seq range, the events
+        after the newest one recorded before the window (found in steps back along the primary
+        key): the read costs what the window holds, and needs no index on `recorded_at_ms`.
+        Times are the events' `recorded_at_ms`, as their writers gave them."""
+        until = (now_ms() // _MINUTE_MS + 1) * _MINUTE_MS
+        since = until - minutes * _MINUTE_MS
+        with self._transactions.reading("count events per minute", uow) as read:
+            latest, after, found = read.events.minute_counts(since, until, workspace_id)
+        return EventRate(
+            as_of_seq=latest,
+            start_ms=since,
+            counts=tuple(found.get(minute, 0) for minute in range(minutes)),
+            counted_after_seq=after,
+        )
 
     @validate_arguments()
     def load_before(

@@ -23,6 +23,7 @@ from starlette.routing import Host, Mount, Route, Router
 from session_journal import (
     CursorAhead,
     CursorExpired,
+    EventRate,
     InvalidRecord,
     SessionJournalError,
     SessionState,
@@ -109,6 +110,17 @@ class _Api:
         else:
             body = await events.load_json(event_filter, after, limit)
         return Response(await self.redaction.page(body), media_type=_JSON)
+
+    async def rate(self, request: Request) -> Response:
+        """`GET /api/events/rate?minutes=15`: events recorded per minute over the last
+        `minutes` (1 to 60), of the workspace given (a token bound to a workspace: its own)."""
+        principal = _principal(request)
+        query = Query(request.scope["query_string"], frozenset({"minutes", "workspace_id"}))
+        workspace = query.event_filter(principal.workspace).workspace_id
+        minutes = query.integer("minutes", 1, EventRate.MAX_MINUTES, 15)
+        rate = await self.store.events.rate(minutes, workspace_id=workspace)
+        document = {"workspace_id": workspace, **rate.model_dump(mode="json")}
+        return Response(await self.redaction.document(document), media_type=_JSON)
 
     async def _long_poll(
         self, event_filter: Any, after: int | None, limit: int, wait: float
@@ -394,6 +406,7 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         Route("/healthz", api.healthz, methods=get),
         Route("/api/events", api.events, methods=get),
         Route("/api/events/stream", StreamRoute(hub, api.expired_body)),
+        Route("/api/events/rate", api.rate, methods=get),
         Route("/api/sessions", api.sessions, methods=get),
         # Before `{session_id}`: the session named `counts` is read by the store, not here.
         Route("/api/sessions/counts", api.session_counts, methods=get),

@@ -24,6 +24,7 @@ from ..models import (
     ApiEventRow,
     EventSequenceRow,
     SchemaCompatibilityRow,
+    SessionContextRow,
     SessionRow,
     StoredType,
 )
@@ -163,6 +164,29 @@ _IN_RANGE = (
 )
 _PRESENT_AFTER = sa.select(ApiEventRow.seq).where(*_IN_RANGE)
 _COUNT_BETWEEN = sa.select(sa.func.count()).select_from(ApiEventRow).where(*_IN_RANGE)
+_NEWEST_BEFORE = (
+    sa.select(sa.func.max(ApiEventRow.seq))
+    .where(*_IN_RANGE)
+    .where(ApiEventRow.recorded_at_ms < sa.bindparam("since_ms", type_=sa.BigInteger))
+)
+# Integer division (`//`: SQLAlchemy's `/` divides as numbers with fractions).
+_MINUTE = (ApiEventRow.recorded_at_ms - sa.bindparam("since_ms", type_=sa.BigInteger)) // 60_000
+_MINUTE_COUNTS = (
+    sa.select(_MINUTE.label("minute"), sa.func.count())
+    .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
+    .where(ApiEventRow.recorded_at_ms >= sa.bindparam("since_ms", type_=sa.BigInteger))
+    .where(ApiEventRow.recorded_at_ms < sa.bindparam("until_ms", type_=sa.BigInteger))
+    .group_by(sa.literal_column("minute"))
+)
+_MINUTE_COUNTS_OF_WORKSPACE = _MINUTE_COUNTS.where(
+    ApiEventRow.session_id.in_(
+        sa.select(SessionContextRow.session_id).where(
+            SessionContextRow.workspace_id == sa.bindparam("workspace_id")
+        )
+    )
+)
+_RATE_FIRST_STEP = 4_096  # seqs; each step back reads four times as many, up to the next
+_RATE_MAX_STEP = 1 << 20
 _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
 _PRUNED_THROUGH = sa.select(EventSequenceRow.pruned_through).where(
     EventSequenceRow.name == API_EVENTS
@@ -565,6 +589,36 @@ class EventRepository:
             self._connection, _PRESENT_AFTER, {"after_seq": after_seq, "through_seq": through_seq}
         ).fetchall()
         return {row[0] for row in rows}
+
+    def minute_counts(
+        self, since_ms: int, until_ms: int, workspace_id: str | None
+    ) -> tuple[int, int, dict[int, int]]:
+        """The frontier, the seq the count started after, and how many events of the log's
+        recent seq range were recorded in each minute of `[since_ms, until_ms)` (by the
+        minute's index from `since_ms`; minutes without one left out), of one workspace's
+        sessions when `workspace_id` is given. The range: the events after the newest retained
+        event recorded before `since_ms` (found in steps back along the primary key, each four
+        times the last, ending at the floor), so that no index on `recorded_at_ms` is needed
+        and the read costs what the window holds. An event recorded in the window but stored
+        before an older one is not counted."""
+        version = self.version()
+        floor, high = version.pruned_through, version.latest_seq
+        step, low = _RATE_FIRST_STEP, version.latest_seq
+        while high > floor:
+            low = max(floor, high - step)
+            bounds = {"after_seq": low, "through_seq": high, "since_ms": since_ms}
+            before = self._connection.execute(_NEWEST_BEFORE, bounds).scalar()
+            if before is not None:  # the newest event recorded before the window
+                low = int(before)
+                break
+            high, step = low, min(step * 4, _RATE_MAX_STEP)
+        window: dict[str, object] = {"after_seq": low, "since_ms": since_ms, "until_ms": until_ms}
+        if workspace_id is None:
+            rows = self._connection.execute(_MINUTE_COUNTS, window)
+        else:
+            window["workspace_id"] = workspace_id
+            rows = self._connection.execute(_MINUTE_COUNTS_OF_WORKSPACE, window)
+        return version.latest_seq, low, {int(minute): int(count) for minute, count in rows}
 
     def count_between(self, after_seq: int, through_seq: int) -> int:
         """How many events are stored with `after_seq < seq <= through_seq`."""
