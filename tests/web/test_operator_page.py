@@ -176,6 +176,12 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     assert "s-1" in sessions and "s-2" in sessions and "w-2" in sessions
     assert "busy · running the tests" in sessions and "busy · waiting for input" in sessions
     assert "cmd-7" in sessions and "checkpointing" in sessions
+    served = httpx.get(live.base + "/api/sessions/counts", headers=bearer()).json()["counts"]
+    states = [
+        f"{served[state.value]} {state.value}" for state in SessionState if served[state.value]
+    ]
+    shown = page.execute_script("return document.querySelector('#sessions .counts').textContent;")
+    assert shown == f"4 sessions: {' · '.join(states)}" and len(states) >= 2
     assert ADMIN not in page.current_url  # the fragment is dropped once traded for the cookie
     cookie = page.get_cookie(f"session_journal_token_{live.port}")  # one per port
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
@@ -567,9 +573,22 @@ def test_filters_in_the_url_survive_a_reload_and_apply_to_live_events(
         SessionRecord(id="s-2", project_id="p", workspace_id="w-2", state=SessionState.ERROR)
     )
     open_page(page, live.base + "/?view=sessions&state=error&workspace=w-2")
+    counts = "#sessions .counts"
     for _ in range(2):  # as loaded, then after a reload
         wait_for(lambda: "s-2" in text_of(page, "sessions"), 5, "the filtered list")
         assert "s-1" not in text_of(page, "sessions")
+        wait_for(
+            lambda: (
+                page.execute_script(f"return document.querySelector('{counts}').textContent;")
+                == "1 session: 1 error"
+            ),
+            5,
+            "w-2's counts",
+        )
+        pressed = page.execute_script(
+            f"return [...document.querySelectorAll('{counts} button')].map((b) => b.ariaPressed);"
+        )
+        assert pressed == ["true"]  # the state filtered on
         assert page.execute_script(
             "return [...document.querySelectorAll('#sessions select, #sessions input')]"
             ".map((n) => n.value);"

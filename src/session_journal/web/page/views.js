@@ -59,6 +59,7 @@ export class SessionsView {
     this.listed = new Set();
     this.drawn = false;
     this.rows = el('tbody');
+    this.counts = el('p', { class: 'counts', 'aria-label': 'Sessions by state' });
     this.more = el('button', { type: 'button', onclick: () => this.turn(1) }, 'Older sessions');
     this.back = el('button', { type: 'button', onclick: () => this.turn(-1) }, 'Newer sessions');
     const state = el('select', { 'aria-label': 'State' },
@@ -73,6 +74,7 @@ export class SessionsView {
       el('div', { class: 'filters' },
         el('label', {}, 'State ', state), el('label', {}, 'Workspace ', workspace),
         el('button', { type: 'button', onclick: apply }, 'Apply')),
+      this.counts,
       el('table', {},
         el('thead', {}, el('tr', {}, ['Session', 'Workspace', 'State', 'Activity', 'Checkpoint operation', 'Created'].map((h) => el('th', {}, h)))),
         this.rows),
@@ -80,9 +82,11 @@ export class SessionsView {
     this.refresher = new Refresher(() => this.app.run(this.load()));
   }
 
-  /** The page shown (refreshed in place); its `as_of_seq`. */
+  /** The page shown (refreshed in place), then the counts by state; the lower `as_of_seq`. */
   async load() {
     const before = this.pages.at(-1);
+    const counting = getJSON('api/sessions/counts', { workspace_id: this.workspace });
+    counting.catch(() => {}); // awaited below, after the rows are drawn
     const page = await getJSON('api/sessions', {
       state: this.state, workspace_id: this.workspace, before, limit: 50,
     });
@@ -98,7 +102,29 @@ export class SessionsView {
       this.drawn = true;
       performance.mark('sessions-drawn');
     }
-    return page.as_of_seq;
+    const counts = await counting;
+    this.showCounts(counts);
+    return Math.min(page.as_of_seq, counts.as_of_seq);
+  }
+
+  /** "4 sessions: 2 provisioning · 1 running · 1 error", each state a filter (the states with
+   * none left out). */
+  showCounts(counts) {
+    const parts = [];
+    for (const name of STATES) {
+      const count = counts.counts[name] || 0;
+      if (!count) continue;
+      if (parts.length) parts.push(' · ');
+      const chosen = name === this.state;
+      parts.push(el('button', {
+        type: 'button',
+        class: `link state state-${name}`,
+        'aria-pressed': chosen ? 'true' : 'false',
+        onclick: () => this.app.navigate({ view: 'sessions', state: chosen ? '' : name, workspace: this.workspace }),
+      }, `${count.toLocaleString('en')} ${name}`));
+    }
+    const total = `${counts.total.toLocaleString('en')} session${counts.total === 1 ? '' : 's'}`;
+    this.counts.replaceChildren(parts.length ? `${total}: ` : `${total}.`, ...parts);
   }
 
   row(summary) {
