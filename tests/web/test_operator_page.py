@@ -54,6 +54,7 @@ from session_journal import (
     TurnResultKind,
     TurnStarted,
 )
+from session_journal._clock import now_ms
 from session_journal.api_events import EVENT_TYPES
 from session_journal.relay import AgentMessage, RelayChain
 from session_journal.web import WebSettings, _guard, create_app, shutdown_streams
@@ -412,6 +413,37 @@ def test_each_event_reads_as_one_line_for_its_type_and_its_json_is_one_click_awa
     page.execute_script("getSelection().removeAllRanges(); window.scrollTo(0, 0);")
     screenshot(page, "feed", tmp_path)
     assert violations(page) == []
+
+
+def rate_bars(driver: Any) -> list[int]:
+    """The feed's rate chart: each minute's count, oldest first."""
+    found: list[int] = driver.execute_script(
+        "return [...document.querySelectorAll('#feed-rate rect')].map((r) => +r.dataset.count);"
+    )
+    return found
+
+
+def test_the_feed_charts_the_event_rate_and_it_moves_as_events_arrive(
+    page: Any, live: LiveServer, writer: Store, tmp_path: Path
+) -> None:
+    open_page(page, live.base + "/?view=feed&session=s-1")  # the filters do not apply to it
+    wait_for(lambda: len(rate_bars(page)) == 15, 5, "the chart")
+    served = httpx.get(live.base + "/api/events/rate", headers=bearer()).json()["counts"]
+    assert sum(rate_bars(page)) == sum(served) == 1  # the fault of s-2, recorded now
+    append_raw(writer, "s-2", fault("counted live"), count=3)  # recorded at 1: not counted
+    with writer.unit_of_work() as uow:
+        for _ in range(4):
+            uow.events.append("s-2", now_ms(), fault("this minute"))
+        uow.commit()
+    wait_for(lambda: sum(rate_bars(page)) == 5, LIVE_S, "the live events counted")
+    time.sleep(0.2)
+    assert sum(rate_bars(page)) == 5 and rows(page) == [1]  # the feed itself keeps its filter
+    titles = page.execute_script(
+        "return [...document.querySelectorAll('#feed-rate title')].map((t) => t.textContent);"
+    )
+    assert len(titles) == 15
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC: \d+ events?", t) for t in titles)
+    assert violations(page) == []  # drawn under the page's policy (Trusted Types included)
 
 
 def test_times_show_their_zone_and_follow_the_zone_chosen_in_any_tab(

@@ -20,6 +20,7 @@ PAGE_FILES = {
     "dom.js": "text/javascript; charset=utf-8",
     "feed.js": "text/javascript; charset=utf-8",
     "gap.js": "text/javascript; charset=utf-8",
+    "rate.js": "text/javascript; charset=utf-8",
     "sse.js": "text/javascript; charset=utf-8",
     "stream.js": "text/javascript; charset=utf-8",
     "summaries.js": "text/javascript; charset=utf-8",

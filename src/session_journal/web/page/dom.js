@@ -23,6 +23,21 @@ export function el(tag, props = {}, ...children) {
   return node;
 }
 
+const SVG = 'http://www.w3.org/2000/svg';
+
+/** An SVG element: `attrs` are its attributes (numbers written as they are), `children` nodes
+ * or strings (appended as text). */
+export function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value !== undefined && value !== null) node.setAttribute(key, String(value));
+  }
+  for (const child of children.flat()) {
+    if (child !== undefined && child !== null && child !== false) node.append(child);
+  }
+  return node;
+}
+
 /** Show `node` holding `text`, or hide it when `text` is empty. */
 export function say(node, text) {
   node.textContent = text || '';

@@ -4,13 +4,72 @@
 // JSON, as served, is one click away.
 
 import { getJSON } from './api.js';
-import { cut, el, linkButton, timeNode } from './dom.js';
+import { cut, el, linkButton, svg, timeZone, timeNode } from './dom.js';
+import { bars, RateSeries } from './rate.js';
 import { EventMemory, summarize } from './summaries.js';
+import { formatTime } from './time.js';
 
 const FEED_FIRST = 200;
 export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible views refresh this often
 const FEED_MAX_ROWS = 1000;
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
+const RATE_MINUTES = 15;
+const RATE_DRAW_MS = 1_000; // the rate chart is drawn at most this often, and this often at least
+const CHART = { width: 600, height: 60 };
+
+/** The feed's chart of events per minute (every event the token sees: the feed's filters do
+ * not apply), from `GET api/events/rate`, then kept current by the stream's events. */
+class RateChart {
+  constructor() {
+    this.series = null;
+    this.bars = svg('g', { class: 'bars' });
+    this.scale = el('span', { class: 'muted' });
+    this.node = el('figure', { class: 'rate', id: 'feed-rate' },
+      svg('svg', {
+        viewBox: `0 0 ${CHART.width} ${CHART.height}`, preserveAspectRatio: 'none', role: 'img',
+        'aria-label': `Events per minute over the last ${RATE_MINUTES} minutes`,
+      }, this.bars),
+      el('figcaption', {}, `Events per minute, last ${RATE_MINUTES} minutes (all events; the filters do not apply) `, this.scale));
+    this.timer = setInterval(() => this.draw(), RATE_DRAW_MS);
+  }
+
+  /** Read the rate again (the view loaded); a failure is said in the caption, and the feed
+   * is drawn all the same. */
+  async load() {
+    try {
+      this.series = new RateSeries(await getJSON('api/events/rate', { minutes: RATE_MINUTES }));
+    } catch (error) {
+      this.series = null;
+      this.bars.replaceChildren();
+      this.scale.textContent = `· could not be read: ${error.message}`;
+      return;
+    }
+    this.draw();
+  }
+
+  add(events) {
+    if (!this.series) return;
+    this.series.add(events, Date.now());
+  }
+
+  draw() {
+    if (!this.series || document.visibilityState !== 'visible') return;
+    this.series.advance(Date.now());
+    const minutes = this.series.minutes();
+    const drawn = bars(minutes.map((minute) => minute.count), CHART.width, CHART.height);
+    const zone = timeZone();
+    this.bars.replaceChildren(...drawn.bars.map((bar, index) => svg('rect', {
+      x: bar.x.toFixed(1), y: bar.y.toFixed(1), width: bar.width.toFixed(1), height: Math.max(bar.height, 1).toFixed(1),
+      class: bar.height ? 'bar' : 'bar empty', 'data-count': minutes[index].count,
+    }, svg('title', {}, `${formatTime(minutes[index].startMs, zone).replace(/:00 /, ' ')}: ${minutes[index].count} event${minutes[index].count === 1 ? '' : 's'}`))));
+    const now = minutes.at(-1).count;
+    this.scale.textContent = `· this minute ${now.toLocaleString('en')} · highest ${drawn.top.toLocaleString('en')}`;
+  }
+
+  stop() {
+    clearInterval(this.timer);
+  }
+}
 
 /** Whether nothing older than a `before_seq` page (asked with `limit`) is retained: it held
  * fewer events than asked for, or its oldest is just above the pruned floor. */
@@ -71,8 +130,10 @@ export class FeedView {
     for (const input of [session, types]) {
       input.addEventListener('keydown', (event) => { if (event.key === 'Enter') apply(); });
     }
+    this.rate = embedded ? null : new RateChart();
     this.node = el(embedded ? 'div' : 'section', { id: embedded ? 'session-events' : 'feed' },
       embedded ? el('h3', {}, 'Events (newest first)') : el('h2', {}, 'Feed'),
+      this.rate ? this.rate.node : null,
       el('div', { class: 'filters' },
         embedded ? null : [el('label', {}, 'Session ', session), el('label', {}, 'Types ', types),
           el('button', { type: 'button', onclick: apply }, 'Apply')],
@@ -102,7 +163,10 @@ export class FeedView {
     this.older.disabled = true;
     let page;
     try {
-      page = await getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first });
+      [page] = await Promise.all([
+        getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first }),
+        this.rate ? this.rate.load() : null,
+      ]);
     } catch (error) {
       if (ticket === this.loads) this.loading = null;
       throw error;
@@ -154,6 +218,7 @@ export class FeedView {
   }
 
   onEvents(events) {
+    if (this.rate) this.rate.add(events); // every event, before the filters
     if (this.loading) {
       this.loading.push(...events.filter((event) => this.matches(event)));
       this.loading.splice(0, this.loading.length - FEED_MAX_ROWS); // the newest only
@@ -216,5 +281,6 @@ export class FeedView {
 
   stop() {
     clearInterval(this.retry);
+    if (this.rate) this.rate.stop();
   }
 }
