@@ -76,3 +76,9 @@ test('non-ASCII text and escaped JSON pass through unchanged', () => {
   const [event] = parser.push('data: {"text":"caf\\u00e9 — ✓"}\n\n');
   assert.equal(JSON.parse(event.data).text, 'café — ✓');
 });
+
+test('an empty chunk between a CR and its LF changes nothing', () => {
+  const parser = new SseParser();
+  const events = [...parser.push('data: a\r'), ...parser.push(''), ...parser.push('\n\n')];
+  assert.deepEqual(events, [{ event: 'message', data: 'a', id: '' }]);
+});

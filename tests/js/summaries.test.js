@@ -105,3 +105,17 @@ test('the memory is bounded: the least recently told session is forgotten first'
   assert.equal(memory.turnStart('a', 1), null);
   assert.equal(memory.turnStart('a', 3), 3);
 });
+
+test("a turn that ended before it started (two clocks) leaves its duration out", () => {
+  const memory = new EventMemory();
+  const started = served('turn_started', { turn_id: 5, command_id: 'p', started_at_ms: 20_000 }, 's5', 20_000);
+  const ended = served('turn_ended', { turn: { command_id: 'p', accepted_ordinal: 5, outcome: { kind: 'completed', stop_reason: null, reason: null, message: null } } }, 's5', 19_000);
+  memory.remember([started, ended]);
+  assert.equal(summarize(ended, memory).text, 'turn 5 ended · completed');
+});
+
+test('an event of a shape the page does not know is not remembered, and nothing throws', () => {
+  const memory = new EventMemory();
+  memory.remember([{ seq: 1, session_id: 's', event: { type: 'turn_started' } }, { seq: 2, session_id: 's', event: { type: 'activity_changed', data: null } }]);
+  assert.equal(memory.turnStart('s', undefined), null);
+});

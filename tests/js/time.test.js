@@ -51,7 +51,7 @@ test('relative times in the largest whole unit', () => {
 });
 
 test('durations', () => {
-  const cases = [[850, '850 ms'], [41_000, '41 s'], [200_000, '3 min 20 s'], [180_000, '3 min'],
+  const cases = [[850, '850 ms'], [999.6, '1 s'], [41_000, '41 s'], [200_000, '3 min 20 s'], [180_000, '3 min'],
     [7_500_000, '2 h 5 min'], [7_200_000, '2 h'], [-1, ''], [NaN, '']];
   for (const [ms, text] of cases) assert.equal(duration(ms), text, String(ms));
 });

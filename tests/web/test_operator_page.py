@@ -492,6 +492,63 @@ def test_times_show_their_zone_and_follow_the_zone_chosen_in_any_tab(
         page.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
 
 
+def test_the_zone_chosen_holds_where_storage_refuses_to_keep_it(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    refuse = (
+        "Storage.prototype.setItem = () => { throw new DOMException('no', 'QuotaExceededError'); };"
+    )
+    script = page.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": refuse})
+    page.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})
+    try:
+        open_page(page, live.base + "/?view=feed")
+        Select(page.find_element("id", "time-zone")).select_by_value("local")
+        append_raw(writer, "s-1", fault("after choosing local"))
+        wait_for(lambda: rows(page)[0] == 3, LIVE_S, "the new row")
+        shown = page.execute_script(
+            "return [...document.querySelectorAll('#feed td.when')].map((t) => t.textContent);"
+        )
+        assert [text.rpartition(" ")[2] for text in shown] == ["UTC+05:30"] * 3
+    finally:
+        page.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", script)
+        page.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_load_older_while_live_rows_drop_off_leaves_no_hole_and_no_double(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    append_raw(writer, "s-1", fault("old"), count=300)
+    slow = """
+      const original = window.fetch;
+      window.fetch = (...args) => {
+        const text = String(args[0]);
+        const older = text.includes('before_seq=') && !text.includes('before_seq=9007199254740991');
+        return older ? new Promise((r) => setTimeout(r, 2000)).then(() => original(...args))
+          : original(...args);
+      };"""  # pages of history answer 2 s late
+    script = page.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": slow})
+    try:
+        open_page(page, live.base + "/?view=feed")
+        append_raw(writer, "s-1", fault("live"), count=900)
+        wait_for(lambda: len(rows(page)) == 1000, 20, "1,000 rows")
+        older = page.find_element("css selector", "#feed > button")
+        wait_for(older.is_enabled, 5, "Load older enabled")
+        bottom = rows(page)[-1]
+        older.click()
+        append_raw(writer, "s-1", fault("more live"), count=50)  # the bottom rows drop off
+        wait_for(lambda: rows(page)[-1] > bottom, 5, "rows dropped")
+        assert not older.is_enabled()  # the page on its way decides
+        wait_for(older.is_enabled, 5, "the late page dropped")
+        shown = rows(page)
+        assert shown == list(range(shown[0], shown[0] - 1000, -1))  # each once, no hole
+        older.click()  # from the new bottom
+        wait_for(lambda: len(rows(page)) == 1000 and rows(page)[-1] < shown[-1], 5, "older")
+        shown = rows(page)
+        assert shown == list(range(shown[0], shown[0] - 1000, -1))
+    finally:
+        page.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", script)
+
+
 def test_an_unknown_session_is_not_found_and_empty_views_say_so_in_words(
     page: Any, live: LiveServer, writer: Store
 ) -> None:

@@ -5,6 +5,7 @@
 import { formatTime, relativeTime, toMs, ZONES } from './time.js';
 
 const ZONE_KEY = 'session-journal.time-zone';
+let chosenZone = 'utc'; // the zone chosen in this page, where `localStorage` refuses to keep it
 
 /** An element: `props` are constant attributes of the page's own, `text`, `class`, or `on*`
  * listeners; `children` are nodes or strings (appended as text). */
@@ -49,20 +50,22 @@ export function say(node, text) {
 export function timeZone() {
   try {
     const kept = localStorage.getItem(ZONE_KEY);
-    return ZONES.includes(kept) ? kept : 'utc';
+    if (ZONES.includes(kept)) return kept;
   } catch {
-    return 'utc';
+    // storage refused: the page's own choice
   }
+  return chosenZone;
 }
 
 /** Show times in `zone` from now on, in every tab of this browser, and redraw this page's. */
 export function setTimeZone(zone) {
+  chosenZone = ZONES.includes(zone) ? zone : 'utc';
   try {
-    localStorage.setItem(ZONE_KEY, zone);
+    localStorage.setItem(ZONE_KEY, chosenZone);
   } catch {
-    // kept for this page only
+    // kept for this page only (`chosenZone`)
   }
-  redrawTimes(zone);
+  redrawTimes(chosenZone);
 }
 
 function drawTime(node, zone, now) {

@@ -227,17 +227,19 @@ export class FeedView {
     const fresh = events.filter((event) => event.seq > this.newest && this.matches(event));
     if (events.length) this.newest = Math.max(this.newest, events.at(-1).seq);
     if (!fresh.length) return;
-    this.memory.remember(fresh);
-    if (this.paused) {
+    if (this.paused) { // nothing remembered: Resume reads the newest page again
       this.missed += fresh.length;
       this.showState();
       return;
     }
+    this.memory.remember(fresh);
     for (const event of fresh) this.rows.prepend(this.row(event)); // newest on top
     if (this.rows.childElementCount > FEED_MAX_ROWS) {
       while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.lastChild.remove();
-      this.older.disabled = false; // what dropped off is older
-      this.older.textContent = 'Load older';
+      if (!this.olderLoading) { // what dropped off is older (a page on its way decides itself)
+        this.older.disabled = false;
+        this.older.textContent = 'Load older';
+      }
     }
     this.showEmpty();
   }
@@ -255,11 +257,21 @@ export class FeedView {
     const last = this.rows.lastElementChild;
     const before = last ? Number(last.dataset.seq) : NEWEST;
     this.older.disabled = true; // one page at a time: a second click would read the same one
+    this.olderLoading = true;
     const ticket = this.loads;
-    const page = await this.app.run(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
+    let page;
+    try {
+      page = await this.app.run(getJSON('api/events', { ...this.query(), before_seq: before, limit: this.first }));
+    } finally {
+      this.olderLoading = false;
+    }
     if (ticket !== this.loads) return; // the rows were read again meanwhile: this page may not fit
-    if (!page) {
-      this.older.disabled = false; // the error is shown: it may be tried again
+    const bottom = this.rows.lastElementChild;
+    if (!page || (bottom ? Number(bottom.dataset.seq) : NEWEST) !== before) {
+      // Failed (the error is shown), or live rows pushed the bottom row off meanwhile: this
+      // page would not join the rows. It may be asked again, from the new bottom.
+      this.older.disabled = false;
+      this.older.textContent = 'Load older';
       return;
     }
     this.showOlder(page);

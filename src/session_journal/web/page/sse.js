@@ -19,6 +19,7 @@ export class SseParser {
   /** The events `text` completes, in order: `{event, data, id}` (`event` 'message' when the
    * stream named none; `data` its `data:` lines joined by LF). */
   push(text) {
+    if (!text) return []; // nothing: a CR at the last chunk's end still waits for its LF
     let chunk = text;
     if (this.skipLf && chunk.startsWith('\n')) chunk = chunk.slice(1);
     this.skipLf = chunk.endsWith('\r');

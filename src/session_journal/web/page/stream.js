@@ -49,15 +49,18 @@ export class SharedStream {
     );
     const shared = typeof BroadcastChannel === 'function' && !!navigator.locks;
     this.shared = shared;
+    // Until `start`, the tab ignores what the others say: it is loading its first view, and its
+    // cursor is the snapshot `start` is given, not the first batch it would hear.
+    const started = (handler) => (message) => { if (this.started) handler(message); };
     this.channel = new TabChannel(shared ? new BroadcastChannel(this.name) : null, {
-      batch: (message) => this.gap.take(message),
+      batch: started((message) => this.gap.take(message)),
       status: (message) => {
         this.lastStatus = message;
         handlers.status(message.state, message.detail);
       },
-      expired: (message) => handlers.expired(message.problem),
-      unauthorized: () => handlers.unauthorized(),
-      hello: () => this.announce(),
+      expired: started((message) => handlers.expired(message.problem)),
+      unauthorized: started(() => handlers.unauthorized()),
+      hello: started(() => this.announce()),
       tab: (message) => this.noteTab(message),
       bye: (message) => {
         if (!this.leader) return;
@@ -74,7 +77,7 @@ export class SharedStream {
 
   start(cursor) {
     this.started = true;
-    this.gap.cursor = cursor;
+    this.gap.moveTo(cursor);
     if (this.shared) navigator.locks.request(this.name, () => new Promise(() => this.lead()));
     else this.lead();
     document.addEventListener('visibilitychange', () => this.announce());

@@ -40,7 +40,8 @@ export const SUMMARIES = {
     const started = turn.accepted_ordinal === null || turn.accepted_ordinal === undefined
       ? null : memory.turnStart(event.session_id, turn.accepted_ordinal);
     const kind = outcome.stop_reason ? `${outcome.kind} (${outcome.stop_reason})` : outcome.kind;
-    const took = started === null ? '' : `after ${duration(event.recorded_at_ms - started)}`;
+    const lasted = started === null ? '' : duration(event.recorded_at_ms - started);
+    const took = lasted ? `after ${lasted}` : ''; // none when the clocks disagree (negative)
     return {
       text: joined(`${number} ended`, kind, took, why(outcome.reason, outcome.message)),
       alert: outcome.kind === 'failed' ? 'failed' : '',
@@ -53,7 +54,7 @@ export const SUMMARIES = {
   input_resolved: (data) => ({ text: `answered · ${data.action}`, alert: '' }),
   activity_changed: (data, event, memory) => {
     const now = activityWords(data.activity);
-    const before = activityWords(memory.activityBefore(event.session_id, event.seq));
+    const before = memory.activityBefore(event.session_id, event.seq) || '';
     return {
       text: joined(`activity · ${now}`, before && before !== now ? `was ${before}` : ''),
       alert: '',
@@ -80,34 +81,48 @@ export const SUMMARIES = {
 };
 
 /** What the page remembers of each session's earlier events for the summaries of later ones:
- * when each turn started, and the activity before a seq. Bounded: `sessions` sessions (the
- * least recently told forgotten first), `perSession` entries of each kind. */
+ * when each turn started, and the words of the activity before a seq. Bounded: `sessions`
+ * sessions (the least recently told forgotten first), `perSession` entries of each kind; a
+ * few numbers and short strings each. */
 export class EventMemory {
-  constructor(sessions = 500, perSession = 200) {
+  constructor(sessions = 200, perSession = 50) {
     this.limit = sessions;
     this.perSession = perSession;
     this.sessions = new Map(); // session id -> {turns: Map(turn id -> ms), activities: [[seq, activity]] by seq}
   }
 
-  /** Remember `events` (any order). */
+  /** Remember `events` (any order; a body of a shape this page does not know is passed
+   * over). */
   remember(events) {
     for (const event of events) {
-      const body = event.event;
-      if (body.type !== 'turn_started' && body.type !== 'activity_changed') continue;
-      const memory = this.session(event.session_id);
-      if (body.type === 'turn_started') {
-        const at = body.data.started_at_ms ?? event.recorded_at_ms;
-        memory.turns.set(body.data.turn_id, at);
-        if (memory.turns.size > this.perSession) memory.turns.delete(memory.turns.keys().next().value);
-      } else {
-        const list = memory.activities;
-        let index = list.length;
-        while (index > 0 && list[index - 1][0] > event.seq) index -= 1;
-        if (index > 0 && list[index - 1][0] === event.seq) continue;
-        list.splice(index, 0, [event.seq, body.data.activity]);
-        if (list.length > this.perSession) list.shift();
+      try {
+        this.rememberOne(event);
+      } catch {
+        // not remembered: its later events' summaries leave that part out
       }
     }
+  }
+
+  rememberOne(event) {
+    const body = event.event;
+    if (body.type !== 'turn_started' && body.type !== 'activity_changed') return;
+    const data = body.data;
+    if (body.type === 'turn_started') {
+      const at = data.started_at_ms ?? event.recorded_at_ms;
+      if (!Number.isFinite(at)) return;
+      const memory = this.session(event.session_id);
+      memory.turns.set(data.turn_id, at);
+      if (memory.turns.size > this.perSession) memory.turns.delete(memory.turns.keys().next().value);
+      return;
+    }
+    const words = activityWords(data.activity);
+    const memory = this.session(event.session_id);
+    const list = memory.activities;
+    let index = list.length;
+    while (index > 0 && list[index - 1][0] > event.seq) index -= 1;
+    if (index > 0 && list[index - 1][0] === event.seq) return;
+    list.splice(index, 0, [event.seq, words]);
+    if (list.length > this.perSession) list.shift();
   }
 
   session(id) {
@@ -129,7 +144,7 @@ export class EventMemory {
     return at === undefined ? null : at;
   }
 
-  /** The activity of `sessionId` before seq `seq`, null when not remembered. */
+  /** The words of the activity of `sessionId` before seq `seq`, null when not remembered. */
   activityBefore(sessionId, seq) {
     const memory = this.sessions.get(sessionId);
     if (!memory) return null;

@@ -48,7 +48,7 @@ export function relativeTime(ms, now) {
 /** A duration of `ms` as `850 ms`, `41 s`, `3 min 20 s`, `2 h 5 min`. */
 export function duration(ms) {
   if (!Number.isFinite(ms) || ms < 0) return '';
-  if (ms < 1_000) return `${Math.round(ms)} ms`;
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
   const seconds = Math.round(ms / 1000);
   if (seconds < 60) return `${seconds} s`;
   if (seconds < 3_600) {

@@ -7,6 +7,7 @@ import { url } from './api.js';
 import { SseParser } from './sse.js';
 
 const DEFAULT_RETRY_MS = 3_000;
+const MAX_RETRY_MS = 600_000; // a longer `retry:` is taken as ten minutes (timers overflow past 2^31 ms)
 const DEFAULT_SILENCE_MS = 45_000; // until `ready` says the heartbeat's period
 
 function sleep(ms, signal) {
@@ -141,7 +142,7 @@ export class LogConnection {
             break;
           }
         }
-        if (parser.retryMs !== null) this.retryMs = parser.retryMs;
+        if (parser.retryMs !== null) this.retryMs = Math.min(parser.retryMs, MAX_RETRY_MS);
         if (events.length) this.handlers.batch(after === null ? events[0].seq - 1 : after, events);
         if (ended && ended.event === 'expired') {
           this.expire(JSON.parse(ended.data));

@@ -253,7 +253,7 @@ export class SessionView {
     this.node.replaceChildren(
       el('h2', {}, 'Session ', el('code', {}, this.id)),
       el('p', { class: 'not-found' }, 'Not found: no session has this id (it was never created, was deleted, or belongs to a workspace this token does not see).'));
-    document.title = 'not found · session-journal';
+    if (this.app.view === this) document.title = 'not found · session-journal';
   }
 
   item(item) {
