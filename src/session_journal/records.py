@@ -163,7 +163,8 @@ class Histogram(BaseModel):
 class EventRate(BaseModel):
     """Events recorded per minute (`store.events.rate()`): `counts[i]` were recorded in the
     minute that starts `i` minutes after `start_ms` (ms since the epoch, a whole minute); the
-    last is the current minute, still running. `as_of_seq` is the frontier of the read;
+    last is the current minute, still running. `as_of_seq` is the frontier of the read,
+    `as_of_ms` the time of the count;
     `counted_after_seq` the seq the count started after (the newest retained event recorded
     before `start_ms`, else the floor)."""
 
@@ -173,6 +174,8 @@ class EventRate(BaseModel):
     """The longest window `rate` counts."""
 
     as_of_seq: int
+    as_of_ms: int
+    """The clock of the process that counted, when it did (a client may be set apart)."""
     start_ms: int
     counts: tuple[int, ...]
     counted_after_seq: int

@@ -293,9 +293,9 @@ def workspace_scoping(get: Any) -> None:
     (status, page) = answer("/api/sessions")
     assert [s["session"]["id"] for s in page["sessions"]] == ["s-2"]
     assert answer("/api/sessions?workspace_id=w-1")[0] == (404, "not_found")
-    (status, counts) = answer("/api/sessions/counts")
+    (status, counts) = answer("/api/session-counts")
     assert status == (200, None) and (counts["workspace_id"], counts["total"]) == ("w-2", 1)
-    assert answer("/api/sessions/counts?workspace_id=w-1")[0] == (404, "not_found")
+    assert answer("/api/session-counts?workspace_id=w-1")[0] == (404, "not_found")
     (status, rate) = answer("/api/events/rate")
     assert status == (200, None) and (rate["workspace_id"], sum(rate["counts"])) == ("w-2", 1)
     assert answer("/api/events/rate?workspace_id=w-1")[0] == (404, "not_found")

@@ -177,7 +177,7 @@ def test_every_view_shows_the_store_and_an_event_appended_after_it_loaded(
     assert "s-1" in sessions and "s-2" in sessions and "w-2" in sessions
     assert "busy · running the tests" in sessions and "busy · waiting for input" in sessions
     assert "cmd-7" in sessions and "checkpointing" in sessions
-    served = httpx.get(live.base + "/api/sessions/counts", headers=bearer()).json()["counts"]
+    served = httpx.get(live.base + "/api/session-counts", headers=bearer()).json()["counts"]
     states = [
         f"{served[state.value]} {state.value}" for state in SessionState if served[state.value]
     ]

@@ -144,12 +144,14 @@ class EventService:
         after the newest one recorded before the window (found in steps back along the primary
         key): the read costs what the window holds, and needs no index on `recorded_at_ms`.
         Times are the events' `recorded_at_ms`, as their writers gave them."""
-        until = (now_ms() // _MINUTE_MS + 1) * _MINUTE_MS
+        now = now_ms()
+        until = (now // _MINUTE_MS + 1) * _MINUTE_MS
         since = until - minutes * _MINUTE_MS
         with self._transactions.reading("count events per minute", uow) as read:
             latest, after, found = read.events.minute_counts(since, until, workspace_id)
         return EventRate(
             as_of_seq=latest,
+            as_of_ms=now,
             start_ms=since,
             counts=tuple(found.get(minute, 0) for minute in range(minutes)),
             counted_after_seq=after,

@@ -119,7 +119,10 @@ class _Api:
         workspace = query.event_filter(principal.workspace).workspace_id
         minutes = query.integer("minutes", 1, EventRate.MAX_MINUTES, 15)
         rate = await self.store.events.rate(minutes, workspace_id=workspace)
-        document = {"workspace_id": workspace, **rate.model_dump(mode="json")}
+        # Not `counted_after_seq`: it is a seq of the whole log, whoever's (a token bound to a
+        # workspace would learn when other workspaces wrote).
+        counted = rate.model_dump(mode="json", exclude={"counted_after_seq"})
+        document = {"workspace_id": workspace, **counted}
         return Response(await self.redaction.document(document), media_type=_JSON)
 
     async def _long_poll(
@@ -166,7 +169,7 @@ class _Api:
         return Response(body, media_type=_JSON)
 
     async def session_counts(self, request: Request) -> Response:
-        """`GET /api/sessions/counts`: how many sessions are in each state (every state, 0
+        """`GET /api/session-counts`: how many sessions are in each state (every state, 0
         included) and in all, in the workspace given (a token bound to a workspace: its own),
         as of `as_of_seq`."""
         principal = _principal(request)
@@ -408,9 +411,9 @@ def create_app(store: Store | AsyncStore, settings: WebSettings | None = None) -
         Route("/api/events/stream", StreamRoute(hub, api.expired_body)),
         Route("/api/events/rate", api.rate, methods=get),
         Route("/api/sessions", api.sessions, methods=get),
-        # Before `{session_id}`: the session named `counts` is read by the store, not here.
-        Route("/api/sessions/counts", api.session_counts, methods=get),
         Route("/api/sessions/{session_id}", api.session, methods=get),
+        # Not under /api/sessions/: any name there is a session's id.
+        Route("/api/session-counts", api.session_counts, methods=get),
         Route("/api/sessions/{session_id}/state", api.state, methods=get),
         Route("/api/sessions/{session_id}/transcript", api.transcript, methods=get),
         Route("/api/sessions/{session_id}/questions", api.questions, methods=get),

@@ -176,6 +176,9 @@ _MINUTE_COUNTS = (
     .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
     .where(ApiEventRow.recorded_at_ms >= sa.bindparam("since_ms", type_=sa.BigInteger))
     .where(ApiEventRow.recorded_at_ms < sa.bindparam("until_ms", type_=sa.BigInteger))
+    # The frontier read with it: under READ COMMITTED (`uow=` on PostgreSQL) a commit between
+    # the two statements must not be counted above the `as_of_seq` given with the counts.
+    .where(ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger))
     .group_by(sa.literal_column("minute"))
 )
 _MINUTE_COUNTS_OF_WORKSPACE = _MINUTE_COUNTS.where(
@@ -612,7 +615,12 @@ class EventRepository:
                 low = int(before)
                 break
             high, step = low, min(step * 4, _RATE_MAX_STEP)
-        window: dict[str, object] = {"after_seq": low, "since_ms": since_ms, "until_ms": until_ms}
+        window: dict[str, object] = {
+            "after_seq": low,
+            "through_seq": version.latest_seq,
+            "since_ms": since_ms,
+            "until_ms": until_ms,
+        }
         if workspace_id is None:
             rows = self._connection.execute(_MINUTE_COUNTS, window)
         else:

@@ -15,13 +15,20 @@ const FEED_MAX_ROWS = 1000;
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
 const RATE_MINUTES = 15;
 const RATE_DRAW_MS = 1_000; // the rate chart is drawn at most this often, and this often at least
+const RATE_RETRY_MS = 5_000; // a failed read of the rate is tried again after this
 const CHART = { width: 600, height: 60 };
 
 /** The feed's chart of events per minute (every event the token sees: the feed's filters do
- * not apply), from `GET api/events/rate`, then kept current by the stream's events. */
+ * not apply), from `GET api/events/rate`, then kept current by the stream's events. The
+ * window moves with the server's clock (the answer's `as_of_ms`), not the browser's. */
 class RateChart {
   constructor() {
     this.series = null;
+    this.offsetMs = 0; // the server's clock less this browser's
+    this.loads = 0; // the latest load wins
+    this.pending = null; // events the stream brought while a load was on its way
+    this.failedAt = null; // a failed load is tried again after RATE_RETRY_MS
+    this.drawn = '';
     this.bars = svg('g', { class: 'bars' });
     this.scale = el('span', { class: 'muted' });
     this.node = el('figure', { class: 'rate', id: 'feed-rate' },
@@ -30,32 +37,64 @@ class RateChart {
         'aria-label': `Events per minute over the last ${RATE_MINUTES} minutes`,
       }, this.bars),
       el('figcaption', {}, `Events per minute, last ${RATE_MINUTES} minutes (all events; the filters do not apply) `, this.scale));
-    this.timer = setInterval(() => this.draw(), RATE_DRAW_MS);
+    this.timer = setInterval(() => this.tick(), RATE_DRAW_MS);
   }
 
-  /** Read the rate again (the view loaded); a failure is said in the caption, and the feed
-   * is drawn all the same. */
+  now() {
+    return Date.now() + this.offsetMs;
+  }
+
+  /** Read the rate again (the view loaded); its `as_of_seq`, or null when it could not be read
+   * (said in the caption, tried again later; the feed is drawn all the same). */
   async load() {
+    const ticket = ++this.loads;
+    this.pending = [];
+    let rate;
     try {
-      this.series = new RateSeries(await getJSON('api/events/rate', { minutes: RATE_MINUTES }));
+      rate = await getJSON('api/events/rate', { minutes: RATE_MINUTES });
     } catch (error) {
+      if (ticket !== this.loads) return null;
+      this.pending = null;
       this.series = null;
+      this.failedAt = Date.now();
       this.bars.replaceChildren();
+      this.drawn = '';
       this.scale.textContent = `· could not be read: ${error.message}`;
+      return null;
+    }
+    if (ticket !== this.loads) return null; // a later load replaces this one
+    this.offsetMs = rate.as_of_ms - Date.now();
+    this.series = new RateSeries(rate);
+    this.series.add(this.pending, this.now()); // those above its as_of_seq
+    this.pending = null;
+    this.failedAt = null;
+    this.draw();
+    return rate.as_of_seq;
+  }
+
+  add(events) {
+    if (this.pending) this.pending.push(...events);
+    else if (this.series) this.series.add(events, this.now());
+  }
+
+  tick() {
+    if (document.visibilityState !== 'visible') return;
+    if (!this.series && this.failedAt !== null && Date.now() - this.failedAt >= RATE_RETRY_MS) {
+      this.failedAt = null;
+      this.load();
       return;
     }
     this.draw();
   }
 
-  add(events) {
-    if (!this.series) return;
-    this.series.add(events, Date.now());
-  }
-
+  /** Draw the bars, when they changed (a bar being hovered keeps its tooltip). */
   draw() {
-    if (!this.series || document.visibilityState !== 'visible') return;
-    this.series.advance(Date.now());
+    if (!this.series) return;
+    this.series.advance(this.now());
     const minutes = this.series.minutes();
+    const key = `${this.series.startMs} ${timeZone()} ${this.series.counts.join(',')}`;
+    if (key === this.drawn) return;
+    this.drawn = key;
     const drawn = bars(minutes.map((minute) => minute.count), CHART.width, CHART.height);
     const zone = timeZone();
     this.bars.replaceChildren(...drawn.bars.map((bar, index) => svg('rect', {
@@ -71,8 +110,6 @@ class RateChart {
   }
 }
 
-/** Whether nothing older than a `before_seq` page (asked with `limit`) is retained: it held
- * fewer events than asked for, or its oldest is just above the pruned floor. */
 export function nothingOlder(page, limit) {
   return page.events.length < limit || page.next_before_seq <= page.pruned_through + 1;
 }
@@ -162,8 +199,9 @@ export class FeedView {
     this.loading = [];
     this.older.disabled = true;
     let page;
+    let rateAsOf;
     try {
-      [page] = await Promise.all([
+      [page, rateAsOf] = await Promise.all([
         getJSON('api/events', { ...this.query(), before_seq: NEWEST, limit: this.first }),
         this.rate ? this.rate.load() : null,
       ]);
@@ -184,7 +222,8 @@ export class FeedView {
     this.showState();
     this.onEvents(loading);
     this.showEmpty();
-    return page.latest_seq;
+    // Follow from the lower of the two reads: the chart counts what came after its own.
+    return rateAsOf === null ? page.latest_seq : Math.min(page.latest_seq, rateAsOf);
   }
 
   row(event) {

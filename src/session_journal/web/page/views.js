@@ -8,6 +8,7 @@ export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'c
   'destroying', 'error', 'startup-cleanup'];
 const LIVE_DELAY_MS = 250; // events close together cause one refresh
 const MAX_ITEMS = 1000; // transcript items kept as new ones arrive
+const COUNTS_MS = 5_000; // the sessions' counts by state are read again at most this often
 
 /** Calls `action` at most once per `LIVE_DELAY_MS` after `poke`, and every `REFRESH_MS`. */
 class Refresher {
@@ -85,8 +86,11 @@ export class SessionsView {
   /** The page shown (refreshed in place), then the counts by state; the lower `as_of_seq`. */
   async load() {
     const before = this.pages.at(-1);
-    const counting = getJSON('api/sessions/counts', { workspace_id: this.workspace });
-    counting.catch(() => {}); // awaited below, after the rows are drawn
+    // The counts (a GROUP BY over every session) at most every COUNTS_MS, however often the
+    // list is read again.
+    const fresh = this.countedAt === undefined || Date.now() - this.countedAt >= COUNTS_MS;
+    const counting = fresh ? getJSON('api/session-counts', { workspace_id: this.workspace }) : null;
+    if (counting) counting.catch(() => {}); // awaited below, after the rows are drawn
     const page = await getJSON('api/sessions', {
       state: this.state, workspace_id: this.workspace, before, limit: 50,
     });
@@ -102,7 +106,9 @@ export class SessionsView {
       this.drawn = true;
       performance.mark('sessions-drawn');
     }
+    if (!counting) return page.as_of_seq;
     const counts = await counting;
+    this.countedAt = Date.now();
     this.showCounts(counts);
     return Math.min(page.as_of_seq, counts.as_of_seq);
   }
