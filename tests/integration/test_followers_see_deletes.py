@@ -243,3 +243,40 @@ def test_a_read_of_more_than_a_window_after_a_delete_keeps_every_new_event(
             assert page is not None and [event.seq for event in page.events] == expected
         window = store.following.window.snapshot()
         assert not window.missing & set(expected)
+
+
+@pytest.mark.parametrize("what", ["prune", "delete"])
+@pytest.mark.parametrize("kind", list(FOLLOWERS))
+def test_a_follower_reading_through_the_window_learns_of_another_process_before_its_next_page(
+    store: Any, migrated_url: str, kind: str, what: str
+) -> None:
+    # A follower catches up page by page through the followers' window; another process prunes
+    # (or deletes a session), and nothing tells this store (its source of other processes'
+    # commits is stopped: a notification not yet delivered, a watcher that only runs while a
+    # follower waits). Its next page still answers as `load` does now: `CursorExpired` below
+    # the new floor, no event of the deleted session.
+    for session_id in ("s-kept", "s-gone"):
+        store.sessions.save(SessionRecord(id=session_id, project_id="p", workspace_id="w-1"))
+    start = store.events.wait(timeout=0).next_after_seq  # the window is filled here
+    for n in range(4):
+        store.faults.record_startup_fault("s-kept", f"kept {n}")
+        store.faults.record_startup_fault("s-gone", f"gone {n}")
+    following = sync_of(store).following
+    following.watched_signal()
+    following.source.stop()  # (stopping it wakes followers once: before they start)
+    follower = store.events.follow(FOLLOWERS[kind], after_seq=start, limit=1)
+    first = follower.next_page(5)
+    assert first is not None and first.events[0].session_id == "s-kept"
+    floor = start + 5
+
+    change(what, migrated_url, floor)
+
+    if what == "prune":
+        with pytest.raises(CursorExpired) as expired:
+            follower.next_page(5)
+        assert (expired.value.cursor, expired.value.pruned_through) == (start + 1, floor)
+        return
+    sessions = []
+    while (page := follower.next_page(0, events_only=True)) is not None:
+        sessions += [event.session_id for event in page.events]
+    assert sessions == ["s-kept"] * 3

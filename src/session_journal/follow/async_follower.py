@@ -234,10 +234,15 @@ class AsyncFollower(AsyncIterator[ApiEventPage]):
         again first, once for all the loop's tasks, when it is behind), else on a worker."""
         follower = self._follower
         page = follower.poll_in_memory(generation, events_only=events_only)
-        while page is Unanswered.WINDOW_BEHIND:
-            await self._fanout().refresh(generation)
+        checked = False
+        while page is Unanswered.WINDOW_BEHIND or (page is Unanswered.UNCHECKED and not checked):
+            if page is Unanswered.UNCHECKED:  # once: a check found it current or read it
+                await self._fanout().verify()
+                checked = True
+            else:
+                await self._fanout().refresh(generation)
             page = follower.poll_in_memory(generation, events_only=events_only)
-        if page is Unanswered.DATABASE:
+        if page is Unanswered.DATABASE or page is Unanswered.UNCHECKED:
             return await self._runner.run(follower.poll, generation, events_only=events_only)
         return page
 

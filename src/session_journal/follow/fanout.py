@@ -151,6 +151,12 @@ class Fanout:
         # Shielded: a caller cancelled must not cancel the check the others await.
         await asyncio.shield(self._verify_next)
 
+    def checked_since(self, moment: float) -> bool:
+        """Whether the window holds every commit completed before `moment` (a
+        `time.monotonic()`): `SharedTail.checked_since`. A reader that read before, at
+        `moment`, and reads the window again for more calls `verify` first when it is false."""
+        return self._tail.checked_since(moment)
+
     async def _verify_after(self, running: asyncio.Task[None] | None) -> None:
         if running is not None:
             await asyncio.wait([running])  # its error is its own callers'

@@ -25,6 +25,9 @@ class Unanswered(enum.Enum):
     (`SharedTail.refresh`), then ask again."""
     DATABASE = enum.auto()
     """Only the database can answer: `Follower.poll` on a thread."""
+    UNCHECKED = enum.auto()
+    """The window was not checked since the follower's previous read (`SharedTail.verify` on a
+    thread, shared by the readers that ask at once), then ask again."""
 
 
 class Follower(Iterator[ApiEventPage]):
@@ -71,9 +74,9 @@ class Follower(Iterator[ApiEventPage]):
         # of it that checked it against the database republishes it at the same generation
         # with newer rows) makes the next poll read again, whatever the generation.
         self._read_window: object = None
-        # Whether a read checked that the shared window holds every commit completed before
-        # the follower was made (`SharedTail.verify`): the first read does.
-        self._verified = False
+        # When its previous read ended (first: when it was made): a page from the shared
+        # window holds every commit completed before then (`SharedTail.checked_since`).
+        self._since = time.monotonic()
         self._read_time = 0.0  # and the time
 
     def __iter__(self) -> Follower:
@@ -138,7 +141,7 @@ class Follower(Iterator[ApiEventPage]):
         stale = self._read_at is not None and self._stale()
         if self._read_at == generation and not stale and window is self._read_window:
             return self._unreturned(events_only)
-        if stale or not self._verified:  # the first read checks the window: on a thread
+        if stale:
             return Unanswered.DATABASE
         cursor = self._next_cursor()
         event_filter = self._filter or ApiEventFilter()
@@ -147,9 +150,12 @@ class Follower(Iterator[ApiEventPage]):
             return Unanswered.WINDOW_BEHIND
         if served is None:
             return Unanswered.DATABASE
+        if not self._tail.checked_since(self._since):
+            return Unanswered.UNCHECKED
         latest, pruned, rows = served
         events = tuple(row[3] for row in rows)
         page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
+        self._since = time.monotonic()
         return self._took(page, generation, events_only, window)
 
     def _took(
@@ -180,9 +186,8 @@ class Follower(Iterator[ApiEventPage]):
         if generation is not None:
             event_filter = self._filter or ApiEventFilter()
             served = self._tail.page(
-                event_filter, cursor, self._limit, generation, verify=not self._verified
+                event_filter, cursor, self._limit, generation, since=self._since
             )
-        self._verified = True  # the window was checked, or the database read
         if served is None:
             # `load` raises `CursorExpired` for a cursor below the floor of its snapshot.
             page = self._load(self._filter, cursor, self._limit)
@@ -190,7 +195,9 @@ class Follower(Iterator[ApiEventPage]):
         else:
             latest, pruned, rows = served
             page = page_after(cursor, latest, tuple(row[3] for row in rows), pruned)
-        return self._checked(cursor, page, pruned)
+        page = self._checked(cursor, page, pruned)
+        self._since = time.monotonic()
+        return page
 
     def _checked(self, cursor: int, page: ApiEventPage, pruned_through: int) -> ApiEventPage:
         """`page`, read after `cursor` in a snapshot whose floor of the pruned log was

@@ -13,16 +13,24 @@ lock; the others then read memory): each read publishes a new window and never c
 published one, so a reader takes no lock (an event loop reads it without waiting). A read is two
 statements: the log's version (`EventRepository.version`: frontier, floor, and the counter of
 deleted events that a trigger keeps), and the new rows after `covered`; the earlier events are
-counted (and their seqs read) again only when that counter moved. A new `wait` or `follow`
-first compares the window's version with the database's (`verify`, one statement), so that
-what other processes did while nobody of this store waited (a prune, a delete: they wake
-followers, but only followers that wait) is in its first page. A follower whose cursor is
-below `lo`, or whose page the window cannot complete, reads the database as `load` does.
+counted (and their seqs read) again only when that counter moved.
+
+What other processes commit reaches the store as a hint (a notification, a watcher's poll), a
+little later, and only while someone waits. So a reader is answered from the window only when
+a read or check of it began after the reader's previous read ended (`checked_since`); else the
+window's version is first compared with the database's (`verify`, one statement, shared by the
+readers that ask at once). A new `wait` or `follow` checks before its first page (what other
+processes did while nobody of this store waited is in it); a follower woken by a commit reads a
+window read after the wake-up (no statement more); a follower reading page after page through
+the window checks before each page, so another process's prune or delete is in the next page
+of every follower. A follower whose cursor is below `lo`, or whose page the window cannot
+complete, reads the database as `load` does.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -65,6 +73,9 @@ class SharedTail:
         self._lock = threading.Lock()  # one refresh at a time; readers never take it
         self._preload = 0  # events before the frontier the first read takes (`preload`)
         self._window = Window(generation=-1, filled=False, lo=0, covered=0, hi=0)
+        # When the last read or check of the window that found it current began (a
+        # `time.monotonic()`): it holds every commit completed before then (`checked_since`).
+        self._checked_at = float("-inf")
         self.refreshes = 0
         """How many times the window was read (for tests and benchmarks)."""
 
@@ -75,18 +86,19 @@ class SharedTail:
         limit: int,
         generation: int,
         *,
-        verify: bool = False,
+        since: float | None = None,
     ) -> tuple[int, int, list[Row]] | None:
         """The frontier, the floor of the pruned log and the rows of the page after `cursor`
         matching `event_filter`, as `load` would read them, for a reader that saw the signal
-        at `generation` before it asked (and, with `verify`, after every commit that completed
-        before the call: see `verify`); `None` when the window cannot answer (read the
-        database)."""
+        at `generation` before it asked, and after every commit that completed before `since`
+        (a `time.monotonic()`: the window is checked first unless a read or check of it began
+        after then, see `checked_since`; `None`: no such bound); `None` when the window cannot
+        answer (read the database)."""
         if self._max_events == 0:
             return None
-        if verify:
+        self.refresh(generation)  # first: a read now is a check too
+        if since is not None and not self.checked_since(since):
             self.verify()
-        self.refresh(generation)
         return self._window.answer(event_filter, cursor, limit)
 
     def page_in_memory(
@@ -101,6 +113,13 @@ class SharedTail:
         if generation > window.generation:
             return False
         return window.answer(event_filter, cursor, limit)
+
+    def checked_since(self, moment: float) -> bool:
+        """Whether a read or check of the window that found it current began after `moment`
+        (a `time.monotonic()`): it then holds every commit, of any process, completed before
+        `moment`. A reader answered from memory asks it with the end of its previous read;
+        when it is false, `verify` first."""
+        return self._checked_at > moment
 
     def text_of(self, event: ApiEvent) -> str | None:
         """The JSON the window holds for `event` (exactly `event.model_dump_json()`) when
@@ -147,18 +166,29 @@ class SharedTail:
         window = self._window
         if not window.filled:
             return  # the first read fills it at the frontier, read then
+        began = time.monotonic()
         with self._transactions.reading_one_statement("check the followers' window") as read:
             version = read.events.version()
         if window.version.covers(version):
+            self._current_at(began)
             return
         with self._lock:
             if not self._window.version.covers(version):
                 self._refresh(self._window.generation)
+            else:
+                self._current_at(began)
+
+    def _current_at(self, began: float) -> None:
+        """A check that began at `began` found the window current (a lost race with another
+        check only keeps the earlier time: one check more, never one less)."""
+        if began > self._checked_at:
+            self._checked_at = began
 
     def _refresh(self, generation: int) -> None:
         """Read what committed since the window's last read and publish the new window (the
         lock held); a failed read publishes nothing."""
         old = self._window
+        began = time.monotonic()
         with self._transactions.reading("read the followers' window") as uow:
             # First, in the read's snapshot: the window is at least as recent as its version.
             version = uow.events.version()
@@ -219,6 +249,7 @@ class SharedTail:
                     version=version,
                 )
         self._window = window
+        self._checked_at = began  # (the lock held: no other read publishes meanwhile)
         self.refreshes += 1
 
 

@@ -693,7 +693,9 @@ class StreamRoute:
         stream.last_sent = time.monotonic()
         last_progress = stream.last_sent - PROGRESS_S  # the first may go at once
         waiter: Waiter | None = None
-        verified = False  # whether the window answers for what committed before the stream
+        # When its last read ended: the window answers it only for what committed before then
+        # (other processes' prunes and deletes), or is checked first.
+        since = time.monotonic()
         window_failed = False  # the last wake-up was a failed read of the window
         try:
             while True:
@@ -725,11 +727,12 @@ class StreamRoute:
                     waiter = stream.waker = fanout.register(stream.event_filter)
                 taken, read = None, None
                 if hub.serves(stream) and not window_failed:
-                    if not verified:  # other processes' deletes and prunes, before a read
-                        await fanout.verify()
-                        verified = True
                     read = fanout.window
+                    if stream.cursor < read.hi and not fanout.checked_since(since):
+                        await fanout.verify()  # one statement, shared by the streams asking
+                        read = fanout.window
                     taken = await hub.frames_after(stream, read)
+                    since = time.monotonic()
                 window_failed = False
                 if taken is None:
                     limit = backlog.next_limit()
@@ -746,6 +749,7 @@ class StreamRoute:
                         frame = b"event: expired\ndata: %s\n\n" % expired.body()
                         await self._send(send, stream, [frame])
                         return "cursor_expired"
+                    since = time.monotonic()
                     # Redacted now; encoded as its writes are made.
                     backlog.refill(await hub.redaction.texts(page.events), page.seqs)
                     sent_cursor = backlog.last_seq(sent_cursor)
