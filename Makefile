@@ -73,6 +73,7 @@ bench: $(BENCH_STAMP) ## throughput against the bare drivers and eventsourcing, 
 	$(BIN)/python benchmarks/async_api.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/versus_eventsourcing.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/lone_append.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/rate_index.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/consumers.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/typed_page.py $(BENCH_ARGS)
 	$(BIN)/python benchmarks/type_filter.py $(BENCH_ARGS)

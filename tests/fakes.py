@@ -309,23 +309,17 @@ class FakeEvents:
 
     def minute_counts(
         self, since_ms: int, until_ms: int, workspace_id: str | None
-    ) -> tuple[int, int, dict[int, int]]:
-        events = self._state.events
-        low = 0
-        for event in reversed(events):  # back to the newest event recorded before the window
-            if event.recorded_at_ms < since_ms:
-                low = event.seq - 1
-                break
+    ) -> tuple[int, dict[int, int]]:
         counts: dict[int, int] = {}
-        for event in events:
+        for event in self._state.events:
             record = self._state.sessions.get(event.session_id)
             in_workspace = workspace_id is None or (
                 record is not None and record.workspace_id == workspace_id
             )
-            if event.seq > low and since_ms <= event.recorded_at_ms < until_ms and in_workspace:
+            if since_ms <= event.recorded_at_ms < until_ms and in_workspace:
                 minute = (event.recorded_at_ms - since_ms) // 60_000
                 counts[minute] = counts.get(minute, 0) + 1
-        return self._state.latest_seq, low, counts
+        return self._state.latest_seq, counts
 
     def flush(self) -> int:
         """At commit: the queued events get the next seqs, in order; how many."""

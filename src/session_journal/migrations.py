@@ -51,7 +51,7 @@ from .storage.schemas import ensure_schema as ensure_schema
 from .storage.schemas import missing_schema
 from .storage.schemas import search_path_schemas as search_path_schemas
 
-SCHEMA_LEVEL = 14
+SCHEMA_LEVEL = 15
 """The schema level of this code's head revision (see `schema_compatibility`)."""
 
 UPGRADE_HINT = "run `alembic upgrade head` (or `session-journal db upgrade`)"

@@ -163,10 +163,8 @@ class Histogram(BaseModel):
 class EventRate(BaseModel):
     """Events recorded per minute (`store.events.rate()`): `counts[i]` were recorded in the
     minute that starts `i` minutes after `start_ms` (ms since the epoch, a whole minute); the
-    last is the current minute, still running. `as_of_seq` is the frontier of the read,
-    `as_of_ms` the time of the count;
-    `counted_after_seq` the seq the count started after (the newest retained event recorded
-    before `start_ms`, else the floor)."""
+    last is the current minute, still running. `as_of_seq` is the frontier of the read (the
+    events stored through it are counted), `as_of_ms` the time of the count."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -178,7 +176,6 @@ class EventRate(BaseModel):
     """The clock of the process that counted, when it did (a client may be set apart)."""
     start_ms: int
     counts: tuple[int, ...]
-    counted_after_seq: int
     minute_ms: int = 60_000
     """A bucket's width (ms)."""
 

@@ -44,11 +44,11 @@ def test_db_upgrade_current_and_check(url: str, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, "--url", url, "db", "check")
     assert code == 0
     assert out.splitlines() == [
-        "revision: 0014_consumer_stuck_after",
+        "revision: 0015_recorded_at_index",
         "version_table: session_journal_version",
-        "schema_level: 14",
+        "schema_level: 15",
         "minimum_compatible_level: 2",
-        "code_schema_level: 14",
+        "code_schema_level: 15",
         "verdict: up to date",
     ]
 

@@ -43,6 +43,10 @@ HISTORY = [
     "0014_consumer_stuck_after: When a durable consumer is stuck: `consumers.stuck_after_ms`, how "
     "long it may go without acking while events wait for it "
     "(`store.consumers.register(stuck_after_s=)`, 300 s by default).",
+    "0015_recorded_at_index: The event rate on an index: `ix_api_events_recorded_at_ms` on "
+    "`api_events.recorded_at_ms`, so that `store.events.rate()` (`GET /api/events/rate`) counts "
+    "the events recorded in its window by one range of the index, whatever order they were "
+    "stored in, and whatever the log's length.",
 ]
 
 
@@ -69,7 +73,7 @@ def test_db_downgrade_refuses_to_lose_data_unless_allowed(
     assert run(capsys, "--url", migrated_url, "db", "downgrade", "0001_initial") == (
         1,
         "",
-        "session-journal: downgrading from 0014_consumer_stuck_after to 0001_initial would lose "
+        "session-journal: downgrading from 0015_recorded_at_index to 0001_initial would lose "
         "data: "
         "0002_startup_cleanup: 1 session(s) in startup-cleanup would become error; nothing was "
         "changed. To downgrade anyway: session-journal db downgrade --allow-data-loss, "
@@ -183,6 +187,7 @@ def test_db_upgrade_sql_prints_the_sql_from_the_database_revision_and_changes_no
         "-- Running upgrade 0011_lone_append -> 0012_consumers",
         "-- Running upgrade 0012_consumers -> 0013_consumer_leases",
         "-- Running upgrade 0013_consumer_leases -> 0014_consumer_stuck_after",
+        "-- Running upgrade 0014_consumer_stuck_after -> 0015_recorded_at_index",
     ]
     assert revision_of(url) == "0004_outcome_bodies"
     assert table_counts(url, ["session_journal_version"]) == {"session_journal_version": 1}
@@ -202,7 +207,7 @@ def test_db_upgrade_sql_refuses_a_range_it_cannot_render_in_one_line(
     assert run(capsys, "--url", url, "db", "upgrade", "--sql") == (
         1,
         "",
-        "session-journal: cannot render 0003_checkpoint_operations:0014_consumer_stuck_after as "
+        "session-journal: cannot render 0003_checkpoint_operations:0015_recorded_at_index as "
         "SQL: "
         "0004_outcome_bodies reads and rewrites rows and runs online only; render up to "
         "0003_checkpoint_operations, run 0004_outcome_bodies online (session-journal db "

@@ -85,7 +85,7 @@ def test_upgrading_to_an_unknown_revision_migrates_nothing(
             1,
             "",
             f"session-journal: unknown revision {revision!r}: expected head or a revision of "
-            "this code (head 0014_consumer_stuck_after); nothing was migrated\n",
+            "this code (head 0015_recorded_at_index); nothing was migrated\n",
         )
     assert run(capsys, "--url", url, "db", "current") == (0, "none (empty database)\n", "")
     shown = sa.make_url(url).render_as_string(hide_password=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -31,11 +32,16 @@ PARAMS = {
 
 
 def plan(store: Store, by_session: bool, by_workspace: bool, types: int = 0) -> str:
-    engine = store._database.reader
-    sqlite = engine.dialect.name == "sqlite"
+    sqlite = store._database.reader.dialect.name == "sqlite"
     query = page_query(sqlite=sqlite, by_session=by_session, by_workspace=by_workspace, types=types)
+    return explain(store, query, PARAMS)
+
+
+def explain(store: Store, query: sa.Select[Any], asked: dict[str, Any]) -> str:
+    """The backend's plan of `query` with the parameters `asked`."""
+    engine = store._database.reader
     compiled = query.compile(engine)
-    params = compiled.construct_params(PARAMS)
+    params = compiled.construct_params(asked)
     with engine.connect() as connection:
         if engine.dialect.name == "sqlite":
             assert compiled.positiontup is not None
@@ -168,3 +174,17 @@ def sqlite_steps(engine: sa.Engine, compiled: sa.Compiled, params: dict[str, obj
         finally:
             raw.set_progress_handler(None, 1)  # type: ignore[attr-defined]
     return steps
+
+
+@pytest.mark.parametrize("by_workspace", [False, True])
+def test_the_event_rate_reads_one_range_of_the_index_on_recorded_at(
+    big_store: Store, by_workspace: bool
+) -> None:
+    from session_journal.storage.repositories import events
+
+    query = events._MINUTE_COUNTS_OF_WORKSPACE if by_workspace else events._MINUTE_COUNTS
+    # A window of an hour long ago: few of the log's rows, as a window of the last minutes is
+    # of a log of days.
+    asked = {"since_ms": 1_000, "until_ms": 3_601_000, "through_seq": 5_000, **PARAMS}
+    text = explain(big_store, query, asked)
+    assert "ix_api_events_recorded_at_ms" in text, text

@@ -107,12 +107,12 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         migrations.downgrade(url, "0001_initial")
     assert isinstance(refused.value, SessionJournalError)
     assert (refused.value.current, refused.value.target) == (
-        "0014_consumer_stuck_after",
+        "0015_recorded_at_index",
         "0001_initial",
     )
     assert refused.value.losses == LOSSES_TO_0001
     assert str(refused.value) == (
-        "downgrading from 0014_consumer_stuck_after to 0001_initial would lose data: "
+        "downgrading from 0015_recorded_at_index to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW
@@ -129,7 +129,7 @@ def test_a_downgrade_that_would_lose_data_names_it_and_changes_nothing(url: str)
         "and projection state"
     )
     with pytest.raises(DataLossRefused) as refused:
-        migrations.downgrade(url, "-8")
+        migrations.downgrade(url, "-9")
     assert (refused.value.target, refused.value.losses) == (
         "0006_project_index",
         LOSSES_TO_0001[:3],
@@ -255,7 +255,7 @@ def test_plain_alembic_downgrade_refuses_the_same_way(url: str, tmp_path: Path) 
 
     done = alembic(ini, url, "downgrade", "0001_initial")
     message = (
-        "downgrading from 0014_consumer_stuck_after to 0001_initial would lose data: "
+        "downgrading from 0015_recorded_at_index to 0001_initial would lose data: "
         + "; ".join(LOSSES_TO_0001)
         + "; "
         + ALLOW

@@ -315,7 +315,7 @@ def test_an_unknown_revision_is_refused_before_anything_runs(url: str) -> None:
         migrations.upgrade(url, "nope")
     assert str(refused.value) == (
         "unknown revision 'nope': expected head or a revision of this code "
-        "(head 0014_consumer_stuck_after); nothing was migrated"
+        "(head 0015_recorded_at_index); nothing was migrated"
     )
     with pytest.raises(InvalidRecord) as refused:
         migrations.downgrade(url, "nope")

@@ -104,7 +104,7 @@ def test_a_range_that_cannot_be_rendered_is_refused_before_anything_is_printed(
     with pytest.raises(InvalidRecord) as refused:
         migrations.upgrade_sql(url)
     assert str(refused.value) == (
-        f"cannot render 0002_startup_cleanup:0014_consumer_stuck_after as SQL: {REFUSED_0004}"
+        f"cannot render 0002_startup_cleanup:0015_recorded_at_index as SQL: {REFUSED_0004}"
     )
     # Straight through Alembic, too: nothing on stdout, not even `BEGIN;`.
     with pytest.raises(InvalidRecord, match="0004_outcome_bodies reads and rewrites rows"):
@@ -119,12 +119,12 @@ def test_a_range_that_cannot_be_rendered_is_refused_before_anything_is_printed(
         (
             "nope",
             "unknown revision 'nope': expected head or a revision of this code "
-            "(head 0014_consumer_stuck_after); nothing was rendered",
+            "(head 0015_recorded_at_index); nothing was rendered",
         ),
         (
             "nope:head",
             "unknown revision 'nope': expected base or a revision of this code "
-            "(head 0014_consumer_stuck_after); nothing was rendered",
+            "(head 0015_recorded_at_index); nothing was rendered",
         ),
         (
             "0006_project_index:0005_relay_projection",

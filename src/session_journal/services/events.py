@@ -140,21 +140,20 @@ class EventService:
     ) -> EventRate:
         """How many events were recorded in each of the last `minutes` whole minutes (1 to
         `MAX_RATE_MINUTES`; the last is the current one), of one workspace's sessions when
-        `workspace_id` is given: `EventRate`. It counts the log's recent seq range, the events
-        after the newest one recorded before the window (found in steps back along the primary
-        key): the read costs what the window holds, and needs no index on `recorded_at_ms`.
-        Times are the events' `recorded_at_ms`, as their writers gave them."""
+        `workspace_id` is given: `EventRate`. One range of the index on `recorded_at_ms`
+        (revision 0015): the read costs what the window holds, and counts every event recorded
+        in it, stored in whatever order. Times are the events' `recorded_at_ms`, as their
+        writers gave them."""
         now = now_ms()
         until = (now // _MINUTE_MS + 1) * _MINUTE_MS
         since = until - minutes * _MINUTE_MS
         with self._transactions.reading("count events per minute", uow) as read:
-            latest, after, found = read.events.minute_counts(since, until, workspace_id)
+            latest, found = read.events.minute_counts(since, until, workspace_id)
         return EventRate(
             as_of_seq=latest,
             as_of_ms=now,
             start_ms=since,
             counts=tuple(found.get(minute, 0) for minute in range(minutes)),
-            counted_after_seq=after,
         )
 
     @validate_arguments()

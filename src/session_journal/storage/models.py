@@ -164,6 +164,8 @@ class ApiEventRow(Base):
         sa.Index(
             "ix_api_events_session_id_type_seq", "session_id", StoredType(sa.column("body")), "seq"
         ),
+        # The event rate (revision 0015): the events recorded in a window of time, one range.
+        sa.Index("ix_api_events_recorded_at_ms", "recorded_at_ms"),
     )
 
 

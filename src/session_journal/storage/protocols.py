@@ -186,11 +186,10 @@ class EventReads(Protocol):
 
     def minute_counts(
         self, since_ms: int, until_ms: int, workspace_id: str | None
-    ) -> tuple[int, int, dict[int, int]]:
-        """The frontier, the seq the count started after, and how many events of the log's
-        recent seq range (back to the first retained event recorded before `since_ms`) were
-        recorded in each minute of `[since_ms, until_ms)`, by the minute's index; of one
-        workspace's sessions when `workspace_id` is given."""
+    ) -> tuple[int, dict[int, int]]:
+        """The frontier, and how many of the events stored through it were recorded in each
+        minute of `[since_ms, until_ms)`, by the minute's index; of one workspace's sessions
+        when `workspace_id` is given."""
         ...
 
 

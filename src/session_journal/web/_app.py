@@ -119,10 +119,7 @@ class _Api:
         workspace = query.event_filter(principal.workspace).workspace_id
         minutes = query.integer("minutes", 1, EventRate.MAX_MINUTES, 15)
         rate = await self.store.events.rate(minutes, workspace_id=workspace)
-        # Not `counted_after_seq`: it is a seq of the whole log, whoever's (a token bound to a
-        # workspace would learn when other workspaces wrote).
-        counted = rate.model_dump(mode="json", exclude={"counted_after_seq"})
-        document = {"workspace_id": workspace, **counted}
+        document = {"workspace_id": workspace, **rate.model_dump(mode="json")}
         return Response(await self.redaction.document(document), media_type=_JSON)
 
     async def _long_poll(

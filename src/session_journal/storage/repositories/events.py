@@ -164,32 +164,40 @@ _IN_RANGE = (
 )
 _PRESENT_AFTER = sa.select(ApiEventRow.seq).where(*_IN_RANGE)
 _COUNT_BETWEEN = sa.select(sa.func.count()).select_from(ApiEventRow).where(*_IN_RANGE)
-_NEWEST_BEFORE = (
-    sa.select(sa.func.max(ApiEventRow.seq))
-    .where(*_IN_RANGE)
-    .where(ApiEventRow.recorded_at_ms < sa.bindparam("since_ms", type_=sa.BigInteger))
-)
 # Integer division (`//`: SQLAlchemy's `/` divides as numbers with fractions).
 _MINUTE = (ApiEventRow.recorded_at_ms - sa.bindparam("since_ms", type_=sa.BigInteger)) // 60_000
-_MINUTE_COUNTS = (
-    sa.select(_MINUTE.label("minute"), sa.func.count())
-    .where(ApiEventRow.seq > sa.bindparam("after_seq", type_=sa.BigInteger))
-    .where(ApiEventRow.recorded_at_ms >= sa.bindparam("since_ms", type_=sa.BigInteger))
-    .where(ApiEventRow.recorded_at_ms < sa.bindparam("until_ms", type_=sa.BigInteger))
+_IN_MINUTES = (
+    # One range of `ix_api_events_recorded_at_ms` (revision 0015).
+    ApiEventRow.recorded_at_ms >= sa.bindparam("since_ms", type_=sa.BigInteger),
+    ApiEventRow.recorded_at_ms < sa.bindparam("until_ms", type_=sa.BigInteger),
     # The frontier read with it: under READ COMMITTED (`uow=` on PostgreSQL) a commit between
     # the two statements must not be counted above the `as_of_seq` given with the counts.
-    .where(ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger))
+    ApiEventRow.seq <= sa.bindparam("through_seq", type_=sa.BigInteger),
+)
+_MINUTE_COUNTS = (
+    sa.select(_MINUTE.label("minute"), sa.func.count())
+    .where(*_IN_MINUTES)
     .group_by(sa.literal_column("minute"))
 )
-_MINUTE_COUNTS_OF_WORKSPACE = _MINUTE_COUNTS.where(
-    ApiEventRow.session_id.in_(
-        sa.select(SessionContextRow.session_id).where(
-            SessionContextRow.workspace_id == sa.bindparam("workspace_id")
-        )
+# Of one workspace: counted per minute and session first, along the same index (SQLite's
+# planner would otherwise walk a session index for each of the workspace's sessions), then the
+# sessions of the workspace kept.
+_BY_SESSION = (
+    sa.select(
+        _MINUTE.label("minute"),
+        ApiEventRow.session_id.label("session_id"),
+        sa.func.count().label("events"),
     )
+    .where(*_IN_MINUTES)
+    .group_by(sa.literal_column("minute"), ApiEventRow.session_id)
+    .subquery("by_session")
 )
-_RATE_FIRST_STEP = 4_096  # seqs; each step back reads four times as many, up to the next
-_RATE_MAX_STEP = 1 << 20
+_MINUTE_COUNTS_OF_WORKSPACE = (
+    sa.select(_BY_SESSION.c.minute, sa.func.sum(_BY_SESSION.c.events))
+    .join(SessionContextRow, SessionContextRow.session_id == _BY_SESSION.c.session_id)
+    .where(SessionContextRow.workspace_id == sa.bindparam("workspace_id"))
+    .group_by(_BY_SESSION.c.minute)
+)
 _LATEST_SEQ = sa.select(EventSequenceRow.last_seq).where(EventSequenceRow.name == API_EVENTS)
 _PRUNED_THROUGH = sa.select(EventSequenceRow.pruned_through).where(
     EventSequenceRow.name == API_EVENTS
@@ -595,29 +603,14 @@ class EventRepository:
 
     def minute_counts(
         self, since_ms: int, until_ms: int, workspace_id: str | None
-    ) -> tuple[int, int, dict[int, int]]:
-        """The frontier, the seq the count started after, and how many events of the log's
-        recent seq range were recorded in each minute of `[since_ms, until_ms)` (by the
-        minute's index from `since_ms`; minutes without one left out), of one workspace's
-        sessions when `workspace_id` is given. The range: the events after the newest retained
-        event recorded before `since_ms` (found in steps back along the primary key, each four
-        times the last, ending at the floor), so that no index on `recorded_at_ms` is needed
-        and the read costs what the window holds. An event recorded in the window but stored
-        before an older one is not counted."""
-        version = self.version()
-        floor, high = version.pruned_through, version.latest_seq
-        step, low = _RATE_FIRST_STEP, version.latest_seq
-        while high > floor:
-            low = max(floor, high - step)
-            bounds = {"after_seq": low, "through_seq": high, "since_ms": since_ms}
-            before = self._connection.execute(_NEWEST_BEFORE, bounds).scalar()
-            if before is not None:  # the newest event recorded before the window
-                low = int(before)
-                break
-            high, step = low, min(step * 4, _RATE_MAX_STEP)
+    ) -> tuple[int, dict[int, int]]:
+        """The frontier, and how many of the events stored through it were recorded in each
+        minute of `[since_ms, until_ms)` (by the minute's index from `since_ms`; minutes
+        without one left out), of one workspace's sessions when `workspace_id` is given: one
+        range of the index on `recorded_at_ms`, whatever order the events were stored in."""
+        latest = self.version().latest_seq
         window: dict[str, object] = {
-            "after_seq": low,
-            "through_seq": version.latest_seq,
+            "through_seq": latest,
             "since_ms": since_ms,
             "until_ms": until_ms,
         }
@@ -626,7 +619,7 @@ class EventRepository:
         else:
             window["workspace_id"] = workspace_id
             rows = self._connection.execute(_MINUTE_COUNTS_OF_WORKSPACE, window)
-        return version.latest_seq, low, {int(minute): int(count) for minute, count in rows}
+        return latest, {int(minute): int(count) for minute, count in rows}
 
     def count_between(self, after_seq: int, through_seq: int) -> int:
         """How many events are stored with `after_seq < seq <= through_seq`."""
