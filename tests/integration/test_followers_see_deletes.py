@@ -280,3 +280,20 @@ def test_a_follower_reading_through_the_window_learns_of_another_process_before_
     while (page := follower.next_page(0, events_only=True)) is not None:
         sessions += [event.session_id for event in page.events]
     assert sessions == ["s-kept"] * 3
+
+
+def test_a_follower_at_the_end_of_the_log_spends_no_check_on_its_pages(store: Any) -> None:
+    # Woken by each commit, a follower reads a window read after it; between the pages it
+    # returns, at the window's end, nothing stale can be served: no statement more than the
+    # window's reads, whatever the number of pages.
+    store.sessions.save(SessionRecord(id="s-1", project_id="p"))
+    tail = sync_of(store).following.window
+    follower = store.events.follow(after_seq=None)
+    assert follower.next_page(0) is None  # started, at the frontier: its first read checked
+    checks = tail.checks
+    for n in range(5):
+        store.faults.record_startup_fault("s-1", f"fault {n}")
+        page = follower.next_page(5)
+        assert page is not None and [e.event.message for e in page.events] == [f"fault {n}"]
+        assert follower.next_page(0) is None
+    assert tail.checks == checks

@@ -446,6 +446,153 @@ def test_the_feed_charts_the_event_rate_and_it_moves_as_events_arrive(
     assert violations(page) == []  # drawn under the page's policy (Trusted Types included)
 
 
+def timeline(driver: Any) -> list[dict[str, Any]]:
+    """The session's timeline: each turn and mark, in time order (its class, width, and the
+    summary it shows)."""
+    found: list[dict[str, Any]] = driver.execute_script(
+        "return [...document.querySelectorAll('#session-timeline g[data-key]')].map((g) => ({"
+        "kind: g.getAttribute('class'), width: +(g.dataset.width || 0),"
+        "label: g.getAttribute('aria-label'), sign: (g.querySelector('text') || {}).textContent"
+        " || ''}));"
+    )
+    return found
+
+
+def test_a_session_s_timeline_draws_its_turns_and_marks_and_a_running_turn_grows(
+    page: Any, live: LiveServer, writer: Store, tmp_path: Path
+) -> None:
+    writer.sessions.save(SessionRecord(id="s-t", project_id="p", state="running"))
+    now = now_ms()
+
+    def ended(turn: int, kind: TurnResultKind) -> str:
+        outcome = TurnOutcome(kind=kind, stop_reason="end_turn")
+        return TurnEnded(
+            turn=ApiTurnOutcome(command_id=f"c-{turn}", accepted_ordinal=turn, outcome=outcome)
+        ).model_dump_json()
+
+    def started(turn: int, at: int) -> str:
+        return TurnStarted(turn_id=turn, command_id=f"c-{turn}", started_at_ms=at).model_dump_json()
+
+    with writer.unit_of_work() as uow:
+        for at, body in [
+            (now - 120_000, started(1, now - 120_000)),
+            (now - 100_000, ended(1, TurnResultKind.COMPLETED)),
+            (now - 90_000, fault("image pull failed")),
+            (now - 60_000, started(2, now - 60_000)),
+            (now - 50_000, ended(2, TurnResultKind.FAILED)),
+            (now - 10_000, started(3, now - 10_000)),
+        ]:
+            uow.events.append("s-t", at, body)
+        uow.commit()
+    open_page(page, live.base + "/?view=session&id=s-t")
+    wait_for(lambda: len(timeline(page)) == 4, 5, "the timeline")
+    drawn = timeline(page)
+    assert [item["kind"] for item in drawn] == [
+        "turn completed",
+        "mark fault alert",
+        "turn failed",
+        "turn running",
+    ]
+    assert drawn[2]["sign"] == "!" and drawn[1]["sign"] == "!"  # not by colour alone
+    assert drawn[1]["label"].endswith(" · fault · startup failed: image pull failed")
+    assert " · turn 1 ended · completed (end_turn) · after 20 s" in drawn[0]["label"]
+    assert re.search(r" · turn 3 running · for \d+ s so far$", drawn[3]["label"])
+    # The running turn grows with the clock.
+    grown = wait_for(
+        lambda: timeline(page)[3]["width"] > drawn[3]["width"] + 5 and timeline(page), 5, "growth"
+    )
+    assert grown[0]["width"] < drawn[0]["width"]  # the others shrink as the span grows
+    # Keyboard: Tab onto the first, then → to the next; each says what it is.
+    page.execute_script(
+        "document.querySelector('#session-timeline g[data-key]').focus();"
+        "document.querySelector('#session-timeline svg').dispatchEvent("
+        "new KeyboardEvent('keydown', {key: 'ArrowRight', bubbles: true}));"
+    )
+    detail = page.execute_script("return document.querySelector('.timeline-detail').textContent;")
+    assert detail == timeline(page)[1]["label"]
+    focused = page.execute_script("return document.activeElement.getAttribute('class');")
+    assert focused == "mark fault alert"
+    # The running turn ends: its bar says how, at once.
+    with writer.unit_of_work() as uow:
+        uow.events.append("s-t", now_ms(), ended(3, TurnResultKind.COMPLETED))
+        uow.commit()
+    wait_for(lambda: timeline(page)[-1]["kind"] == "turn completed", LIVE_S, "the end, live")
+    screenshot(page, "session-timeline", tmp_path)
+    assert violations(page) == []  # drawn under the page's policy (Trusted Types included)
+
+
+def test_a_timeline_of_many_turns_shows_the_newest_and_earlier_ones_on_demand(
+    page: Any, live: LiveServer, writer: Store
+) -> None:
+    writer.sessions.save(SessionRecord(id="s-many", project_id="p", state="running"))
+    start = now_ms() - 3_600_000
+    with writer.unit_of_work() as uow:
+        for turn in range(1, 61):
+            at = start + turn * 30_000
+            body = TurnStarted(turn_id=turn, command_id=f"c-{turn}", started_at_ms=at)
+            uow.events.append("s-many", at, body.model_dump_json())
+            outcome = TurnOutcome(kind=TurnResultKind.COMPLETED)
+            ending = TurnEnded(
+                turn=ApiTurnOutcome(command_id=f"c-{turn}", accepted_ordinal=turn, outcome=outcome)
+            )
+            uow.events.append("s-many", at + 20_000, ending.model_dump_json())
+        uow.commit()
+    open_page(page, live.base + "/?view=session&id=s-many")
+
+    def caption() -> str:
+        text: str = page.execute_script(
+            "return document.querySelector('#session-timeline figcaption').textContent;"
+        )
+        return text
+
+    wait_for(lambda: "turns 11 to 60 of the 60 held" in caption(), 5, "the newest fifty")
+    assert len(timeline(page)) == 50
+    page.find_element("css selector", "#session-timeline figcaption button").click()
+    wait_for(lambda: "turns 1 to 10 of the 60 held" in caption(), 5, "the earlier ten")
+    assert len(timeline(page)) == 10
+    buttons = page.find_elements("css selector", "#session-timeline figcaption button")
+    assert [b.is_enabled() for b in buttons] == [False, True]
+    buttons[1].click()
+    wait_for(lambda: "turns 11 to 60" in caption(), 5, "back to the newest")
+    assert violations(page) == []
+
+
+def consumer_rows(driver: Any) -> list[list[str]]:
+    """The consumers view's rows: name, state's class, state in words, holder, sparkline."""
+    found: list[list[str]] = driver.execute_script(
+        "return [...document.querySelectorAll('#consumers tbody tr')].map((r) => ["
+        "r.dataset.name, r.className, r.querySelector('.consumer-state').textContent,"
+        "r.children[4].textContent, r.querySelector('polyline').getAttribute('points')]);"
+    )
+    return found
+
+
+def test_the_consumers_view_says_which_consumer_is_stuck_and_draws_its_lag(
+    page: Any, live: LiveServer, writer: Store, tmp_path: Path
+) -> None:
+    writer.consumers.register("projector", start="now", stuck_after_s=1)
+    writer.consumers.register("mailer", start="now")
+    lease = writer.consumers.acquire("mailer", "host-a", ttl_s=60)
+    with writer.unit_of_work() as uow:
+        for _ in range(3):
+            uow.events.append("s-2", now_ms(), fault("waiting for the projector"))
+        uow.commit()
+    writer.consumers.ack("mailer", writer.events.latest_seq(), lease=lease)
+    time.sleep(1.2)  # the projector has not acked for longer than its 1 s
+    open_page(page, live.base + "/?view=consumers")
+    wait_for(lambda: len(consumer_rows(page)) == 2, 5, "the consumers")
+    by_name = {row[0]: row for row in consumer_rows(page)}
+    assert by_name["projector"][1:3] == [
+        "consumer stuck",
+        "⚠ stuckno ack for over 1 s while 3 events wait",
+    ]
+    assert by_name["mailer"][1:4] == ["consumer caught-up", "caught up", "host-a · generation 1"]
+    # Each poll adds a point to the lag's sparkline.
+    wait_for(lambda: len(consumer_rows(page)[0][4].split()) >= 2, 12, "a second poll")
+    screenshot(page, "consumers", tmp_path)
+    assert violations(page) == []
+
+
 def test_times_show_their_zone_and_follow_the_zone_chosen_in_any_tab(
     page: Any, live: LiveServer, writer: Store
 ) -> None:

@@ -106,3 +106,58 @@ def test_a_stream_reading_through_the_window_learns_of_another_process_before_it
         await shutdown_streams(app)
 
     asyncio.run(scenario())
+
+
+def test_a_stream_the_hub_wrote_to_learns_of_another_process_before_its_own_next_write(
+    store: Store, migrated_url: str
+) -> None:
+    # A stream parked at the window's end: a commit of this process (100 events of 2 kB, more
+    # than a write) wakes the hub, which reads the window and writes the first part to it;
+    # the client is slow to take it, so the stream's task goes on with the rest. Meanwhile
+    # another process deletes a session and nothing tells the server: the stream's own next
+    # read checks the window first, as the hub's read for it counts as its read.
+    served = controller(store)
+    for session_id in ("s-kept", "s-gone"):
+        served.sessions.save(SessionRecord(id=session_id, project_id="p"))
+    base = served.events.latest_seq()
+    app = create_app(served, WebSettings(tokens=TOKENS))
+    hub = app.state.session_journal_hub
+
+    async def scenario() -> None:
+        served.following.watched_signal()
+        source = served.following.source
+        assert source is not None
+        source.stop()
+        client = HeldClient(hold_above=base)
+        task = asyncio.create_task(app(request(), client.receive, client.send))
+        await until(lambda: len(hub._parked) == 1, "the stream parked")
+
+        def append() -> None:
+            with served.unit_of_work() as uow:
+                for n in range(50):
+                    uow.events.append("s-kept", 1, fault(f"kept {n} " + "k" * 2_000))
+                    uow.events.append("s-gone", 1, fault(f"gone {n} " + "g" * 2_000))
+                uow.commit()
+
+        await asyncio.to_thread(append)
+        await asyncio.wait_for(client.holding.wait(), 20)  # the hub's write, held
+        assert len(hub._parked) == 0  # the stream's task took over
+
+        def delete() -> None:
+            with Store.open(migrated_url) as other:
+                assert other.sessions.delete("s-gone")
+
+        await asyncio.to_thread(delete)
+        client.open.set()
+        latest = base + 100
+        kept_last = latest - 1
+        await until(lambda: client.seqs()[-1:] == [kept_last], "the stream is at the end")
+        before = bytes(client.body).index(client.held) + len(client.held)
+        after = client.sessions(bytes(client.body)[before:])
+        assert after and set(after) == {"s-kept"}
+        assert client.seqs() == sorted(set(client.seqs()))
+        client.gone.set()
+        await asyncio.wait_for(task, 10)
+        await shutdown_streams(app)
+
+    asyncio.run(scenario())

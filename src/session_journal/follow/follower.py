@@ -77,6 +77,7 @@ class Follower(Iterator[ApiEventPage]):
         # When its previous read ended (first: when it was made): a page from the shared
         # window holds every commit completed before then (`SharedTail.checked_since`).
         self._since = time.monotonic()
+        self._first = True  # until a read answered: the first is checked even at the end
         self._read_time = 0.0  # and the time
 
     def __iter__(self) -> Follower:
@@ -145,17 +146,18 @@ class Follower(Iterator[ApiEventPage]):
             return Unanswered.DATABASE
         cursor = self._next_cursor()
         event_filter = self._filter or ApiEventFilter()
+        checked = self._tail.checked_since(self._since)  # before the snapshot it covers
         served = self._tail.page_in_memory(event_filter, cursor, self._limit, generation)
         if served is False:
             return Unanswered.WINDOW_BEHIND
         if served is None:
             return Unanswered.DATABASE
-        if not self._tail.checked_since(self._since):
-            return Unanswered.UNCHECKED
         latest, pruned, rows = served
+        if not checked and (cursor < latest or self._first):  # (at the window's end nothing
+            return Unanswered.UNCHECKED  # stale is served, but a new reader's first page is)
         events = tuple(row[3] for row in rows)
         page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
-        self._since = time.monotonic()
+        self._since, self._first = time.monotonic(), False
         return self._took(page, generation, events_only, window)
 
     def _took(
@@ -186,7 +188,7 @@ class Follower(Iterator[ApiEventPage]):
         if generation is not None:
             event_filter = self._filter or ApiEventFilter()
             served = self._tail.page(
-                event_filter, cursor, self._limit, generation, since=self._since
+                event_filter, cursor, self._limit, generation, since=self._since, first=self._first
             )
         if served is None:
             # `load` raises `CursorExpired` for a cursor below the floor of its snapshot.
@@ -196,7 +198,7 @@ class Follower(Iterator[ApiEventPage]):
             latest, pruned, rows = served
             page = page_after(cursor, latest, tuple(row[3] for row in rows), pruned)
         page = self._checked(cursor, page, pruned)
-        self._since = time.monotonic()
+        self._since, self._first = time.monotonic(), False
         return page
 
     def _checked(self, cursor: int, page: ApiEventPage, pruned_through: int) -> ApiEventPage:

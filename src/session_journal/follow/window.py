@@ -19,12 +19,13 @@ What other processes commit reaches the store as a hint (a notification, a watch
 little later, and only while someone waits. So a reader is answered from the window only when
 a read or check of it began after the reader's previous read ended (`checked_since`); else the
 window's version is first compared with the database's (`verify`, one statement, shared by the
-readers that ask at once). A new `wait` or `follow` checks before its first page (what other
-processes did while nobody of this store waited is in it); a follower woken by a commit reads a
-window read after the wake-up (no statement more); a follower reading page after page through
-the window checks before each page, so another process's prune or delete is in the next page
-of every follower. A follower whose cursor is below `lo`, or whose page the window cannot
-complete, reads the database as `load` does.
+async readers and streams that ask at once). A new `wait` or `follow` has it checked before
+its first page (what other processes did while nobody of this store waited is in it, new
+events included); a follower woken by a commit reads a window read after the
+wake-up, and one at the window's end has nothing stale to be served (no statement more); a
+follower reading page after page through the window checks before each page, so another
+process's prune or delete is in the next page of every follower. A follower whose cursor is
+below `lo`, or whose page the window cannot complete, reads the database as `load` does.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class SharedTail:
         self._checked_at = float("-inf")
         self.refreshes = 0
         """How many times the window was read (for tests and benchmarks)."""
+        self.checks = 0
+        """How many times its version was compared with the database's (`verify`; for tests
+        and benchmarks)."""
 
     def page(
         self,
@@ -87,18 +91,24 @@ class SharedTail:
         generation: int,
         *,
         since: float | None = None,
+        first: bool = False,
     ) -> tuple[int, int, list[Row]] | None:
         """The frontier, the floor of the pruned log and the rows of the page after `cursor`
         matching `event_filter`, as `load` would read them, for a reader that saw the signal
         at `generation` before it asked, and after every commit that completed before `since`
-        (a `time.monotonic()`: the window is checked first unless a read or check of it began
-        after then, see `checked_since`; `None`: no such bound); `None` when the window cannot
-        answer (read the database)."""
+        (a `time.monotonic()`: unless a read or check of the window began after then, see
+        `checked_since`, it is checked before it answers with what it holds after `cursor`, and
+        before any answer to a reader's `first` read; `None`: no such bound); `None` when the
+        window cannot answer (read the database)."""
         if self._max_events == 0:
             return None
         self.refresh(generation)  # first: a read now is a check too
-        if since is not None and not self.checked_since(since):
-            self.verify()
+        checked = since is None or self.checked_since(since)  # before the snapshot it covers
+        window = self._window
+        answer = window.answer(event_filter, cursor, limit)
+        if answer is None or checked or (cursor >= window.hi and not first):
+            return answer  # (nothing held after the cursor: nothing stale to serve)
+        self.verify()
         return self._window.answer(event_filter, cursor, limit)
 
     def page_in_memory(
@@ -167,6 +177,7 @@ class SharedTail:
         if not window.filled:
             return  # the first read fills it at the frontier, read then
         began = time.monotonic()
+        self.checks += 1
         with self._transactions.reading_one_statement("check the followers' window") as read:
             version = read.events.version()
         if window.version.covers(version):

@@ -155,6 +155,7 @@ class _Stream:
     last_sent: float = 0.0  # when it last wrote
     rotate_at: float = math.inf  # when it must end with `rotate`
     pending: asyncio.Future[None] | None = None  # a write of the hub's that had to wait
+    delivered_at: float = 0.0  # when the hub last read the window for it (`_deliver_window`)
     every_event: bool = field(init=False)  # no filter: it shares writes with its cursor's
 
     def __post_init__(self) -> None:
@@ -469,6 +470,8 @@ class _Hub:
         # among `writes` (it waits for the next wake-up), or it is, and `window` holds exactly
         # what follows it too (both windows hold every committed event after it).
         heartbeat, now = self.settings.heartbeat_s, time.monotonic()
+        for stream in self._parked:  # read for them: a later read of theirs checks after it
+            stream.delivered_at = now
         for stream in list(self._parked):
             waker, send, context = stream.waker, stream.send, stream.context
             if waker is None or waker.done():
@@ -727,12 +730,19 @@ class StreamRoute:
                     waiter = stream.waker = fanout.register(stream.event_filter)
                 taken, read = None, None
                 if hub.serves(stream) and not window_failed:
+                    since = max(since, stream.delivered_at)  # the hub's reads for it count
+                    checked = fanout.checked_since(since)  # before the window it covers
                     read = fanout.window
-                    if stream.cursor < read.hi and not fanout.checked_since(since):
-                        await fanout.verify()  # one statement, shared by the streams asking
-                        read = fanout.window
-                    taken = await hub.frames_after(stream, read)
-                    since = time.monotonic()
+                    if not checked and read.lo <= stream.cursor < read.hi:
+                        try:
+                            await fanout.verify()  # one statement, shared by the streams asking
+                            read = fanout.window
+                        except SessionJournalError as error:
+                            LOG.warning("checking the streams' window failed (%s)", error)
+                            read = None  # the database answers this time
+                    if read is not None:
+                        taken = await hub.frames_after(stream, read)
+                        since = time.monotonic()
                 window_failed = False
                 if taken is None:
                     limit = backlog.next_limit()

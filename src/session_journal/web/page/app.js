@@ -7,9 +7,11 @@ import { ApiError, getJSON, signIn } from './api.js';
 import { redrawTimes, say, setTimeZone, timeZone } from './dom.js';
 import { FeedView } from './feed.js';
 import { zoneName } from './time.js';
-import { SearchView, SessionView, SessionsView } from './views.js';
+import { ConsumersView, SearchView, SessionView, SessionsView } from './views.js';
 
-const VIEWS = { sessions: SessionsView, feed: FeedView, session: SessionView, search: SearchView };
+const VIEWS = {
+  sessions: SessionsView, feed: FeedView, session: SessionView, search: SearchView, consumers: ConsumersView,
+};
 const STATUS_TEXT = {
   connecting: 'connecting', live: 'live', reconnecting: 'reconnecting', expired: 'expired',
   paused: 'paused', 'signed-out': 'signed out',
@@ -17,7 +19,7 @@ const STATUS_TEXT = {
 
 const $ = (id) => document.getElementById(id);
 const RELATIVE_MS = 5_000; // relative times ("41 s ago") are drawn again this often
-const KEYS = { s: 'sessions', f: 'feed' }; // keys that open a view (not while typing)
+const KEYS = { s: 'sessions', f: 'feed', c: 'consumers' }; // keys that open a view (not while typing)
 const TYPING_MS = 1_000;
 
 /** The `token=` of a fragment, percent-decoded (a `+` stays a `+`: tokens may hold one). */
@@ -44,6 +46,7 @@ class App {
     this.streamLoading = null;
     $('nav-sessions').addEventListener('click', () => this.navigate({ view: 'sessions' }));
     $('nav-feed').addEventListener('click', () => this.navigate({ view: 'feed' }));
+    $('nav-consumers').addEventListener('click', () => this.navigate({ view: 'consumers' }));
     const box = $('search-box');
     box.addEventListener('keydown', (event) => {
       if (event.key === 'Enter' && box.value.trim()) this.navigate({ view: 'search', q: box.value.trim() });
@@ -182,7 +185,7 @@ class App {
     });
   }
 
-  /** `s` and `f` open the sessions and the feed, `/` the search box; not while typing (in a
+  /** `s`, `f` and `c` open the sessions, the feed and the consumers, `/` the search box; not while typing (in a
    * field, or within a second of the last key typed into one: a filter that redraws the view on
    * its first letter leaves the next ones to the page), nor with a modifier (the browser's). */
   key(event) {
@@ -211,7 +214,7 @@ class App {
     this.view = new VIEWS[name](this, params);
     $('view').replaceChildren(this.view.node);
     document.title = `${name} · session-journal`;
-    for (const [id, view] of [['nav-sessions', 'sessions'], ['nav-feed', 'feed']]) {
+    for (const [id, view] of [['nav-sessions', 'sessions'], ['nav-feed', 'feed'], ['nav-consumers', 'consumers']]) {
       if (view === name) $(id).setAttribute('aria-current', 'page');
       else $(id).removeAttribute('aria-current');
     }

@@ -1,8 +1,11 @@
 // The sessions list, one session, and search.
 
 import { ApiError, getJSON } from './api.js';
-import { cut, el, linkButton, timeNode } from './dom.js';
+import { cut, el, linkButton, svg, timeNode } from './dom.js';
 import { FeedView, REFRESH_MS } from './feed.js';
+import { consumerState, LagHistory, sparkline } from './lag.js';
+import { duration } from './time.js';
+import { TimelineChart } from './timelinechart.js';
 
 export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'closed',
   'destroying', 'error', 'startup-cleanup'];
@@ -181,9 +184,11 @@ export class SessionView {
     this.older = el('button', { type: 'button', disabled: true, onclick: () => this.loadOlder() }, 'Load older');
     this.generation = 0; // counts rebuilds of the transcript: an older page read before one is dropped
     this.events = new FeedView(app, new URLSearchParams({ session: this.id }), true);
+    this.timeline = new TimelineChart(this.id);
     this.node = el('section', { id: 'session' },
       el('h2', {}, 'Session ', el('code', {}, this.id)),
       this.summary,
+      this.timeline.node,
       el('h3', {}, 'Pending questions'), this.questions,
       this.events.node,
       el('h3', {}, 'Transcript (newest first)'), this.items, this.noItems, this.older,
@@ -203,13 +208,14 @@ export class SessionView {
         getJSON(this.path()), getJSON(this.path('/state')), getJSON(this.path('/questions')),
         getJSON(this.path('/transcript'), { limit: 50 }),
         this.eventsLoaded ? null : this.events.load(),
+        this.eventsLoaded ? null : this.timeline.load(),
       ]);
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) throw error;
       this.notFound();
       return null;
     }
-    const [session, state, questions, transcript, eventsAsOf] = read;
+    const [session, state, questions, transcript, eventsAsOf, timelineAsOf] = read;
     this.eventsLoaded = true;
     const record = session.session;
     const entries = [
@@ -248,7 +254,8 @@ export class SessionView {
     }
     this.noItems.hidden = this.items.childElementCount > 0;
     const seqs = [session.as_of_seq, state.as_of_seq, questions.as_of_seq, transcript.as_of_seq];
-    return Math.min(...seqs, ...(eventsAsOf === null ? [] : [eventsAsOf]));
+    const followed = [eventsAsOf, timelineAsOf].filter((seq) => seq !== null);
+    return Math.min(...seqs, ...followed);
   }
 
   /** No such session (never created, deleted, or another workspace's): said in words. */
@@ -256,6 +263,7 @@ export class SessionView {
     this.missing = true;
     this.refresher.stop();
     this.events.stop();
+    this.timeline.stop();
     this.node.replaceChildren(
       el('h2', {}, 'Session ', el('code', {}, this.id)),
       el('p', { class: 'not-found' }, 'Not found: no session has this id (it was never created, was deleted, or belongs to a workspace this token does not see).'));
@@ -286,12 +294,74 @@ export class SessionView {
   onEvents(events) {
     if (this.missing) return;
     this.events.onEvents(events);
+    this.timeline.add(events);
     if (events.some((event) => event.session_id === this.id)) this.refresher.poke();
   }
 
   stop() {
     this.refresher.stop();
     this.events.stop();
+    this.timeline.stop();
+  }
+}
+
+const LAGS = new LagHistory(); // each consumer's lag at each poll since the page opened
+const SPARK = { width: 120, height: 24 };
+
+/** Every durable consumer (`GET api/consumers`, read every `REFRESH_MS`): where it is, how far
+ * behind, who holds it, whether it is stuck (in words and colour), and its lag over the polls
+ * since the page opened. */
+export class ConsumersView {
+  constructor(app) {
+    this.app = app;
+    this.rows = el('tbody');
+    this.note = el('p', { class: 'muted empty', hidden: true }, 'No durable consumers are registered.');
+    this.asOf = el('span', { class: 'muted' });
+    this.node = el('section', { id: 'consumers' },
+      el('h2', {}, 'Consumers ', this.asOf),
+      el('table', {}, el('thead', {}, el('tr', {},
+        ...['Consumer', 'State', 'Position', 'Behind', 'Holder', 'Last ack', 'Lag since this page opened']
+          .map((name) => el('th', {}, name)))), this.rows),
+      this.note);
+    this.refresher = new Refresher(() => this.app.run(this.load()));
+  }
+
+  /** One poll; its `as_of_seq`. */
+  async load() {
+    const read = await getJSON('api/consumers');
+    LAGS.add(read.consumers);
+    this.asOf.textContent = `· as of seq ${read.as_of_seq.toLocaleString('en')}`;
+    this.rows.replaceChildren(...read.consumers.map((status) => this.row(status)));
+    this.note.hidden = read.consumers.length > 0;
+    return read.as_of_seq;
+  }
+
+  row(status) {
+    const state = consumerState(status);
+    const lags = LAGS.of(status.name);
+    const top = Math.max(0, ...lags);
+    const holder = status.holder === null ? '—' : `${status.holder} · generation ${status.generation}`;
+    const row = el('tr', { class: `consumer ${state.kind}` },
+      el('td', {}, el('code', {}, status.name)),
+      el('td', { class: 'consumer-state' }, state.kind === 'stuck' ? el('span', { class: 'badge' }, '⚠ stuck') : null, state.text),
+      el('td', { class: 'seq' }, status.position.toLocaleString('en')),
+      el('td', {}, `${status.lag.toLocaleString('en')} event${status.lag === 1 ? '' : 's'}`,
+        status.lag ? ` · the oldest ${duration(Math.round(status.lag_seconds * 1000)) || '0 ms'} old` : ''),
+      el('td', {}, holder),
+      el('td', { class: 'when' }, status.last_ack_at_ms === null ? 'never' : timeNode(status.last_ack_at_ms, true)),
+      el('td', {}, svg('svg', {
+        class: 'spark', viewBox: `0 0 ${SPARK.width} ${SPARK.height}`, role: 'img',
+        'aria-label': `lag at each of ${lags.length} polls, highest ${top.toLocaleString('en')} events`,
+      }, svg('title', {}, `lag at each of ${lags.length} polls since this page opened; highest ${top.toLocaleString('en')} events`),
+      svg('polyline', { points: sparkline(lags, SPARK.width, SPARK.height - 2) }))));
+    row.dataset.name = status.name;
+    return row;
+  }
+
+  onEvents() {} // read on its own clock
+
+  stop() {
+    this.refresher.stop();
   }
 }
 
