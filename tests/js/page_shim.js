@@ -15,7 +15,9 @@ class FakeElement {
   removeAttribute(key) { delete this.attributes[key]; }
   addEventListener() {}
   append(...nodes) { for (const node of nodes) this.children.push(typeof node === 'string' ? { text: node } : node); }
-  prepend(...nodes) { this.children.unshift(...nodes); }
+  prepend(...nodes) { // a fragment gives its children
+    this.children.unshift(...nodes.flatMap((node) => (node.tagName === '#fragment' ? node.children : [node])));
+  }
   replaceChildren(...nodes) { this.children = []; this.append(...nodes); }
   get childElementCount() { return this.children.length; }
   get lastElementChild() { return this.children.at(-1) || null; }
@@ -29,6 +31,7 @@ class FakeElement {
 globalThis.document = {
   createElement: (tag) => new FakeElement(tag),
   createElementNS: (_, tag) => new FakeElement(tag),
+  createDocumentFragment: () => new FakeElement('#fragment'),
   visibilityState: 'visible',
   querySelectorAll: () => [],
 };

@@ -12,6 +12,8 @@ import { formatTime } from './time.js';
 const FEED_FIRST = 200;
 export const REFRESH_MS = 5_000; // lifecycle saves append no event: visible views refresh this often
 const FEED_MAX_ROWS = 1000;
+const EMBEDDED_MAX_ROWS = 200; // a session's own events, beside its timeline and transcript
+const DRAW_MS = 1000; // live rows are drawn at most this often (a burst: one change, one layout)
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
 const RATE_MINUTES = 15;
 const RATE_DRAW_MS = 1_000; // the rate chart is drawn at most this often, and this often at least
@@ -145,6 +147,7 @@ export class FeedView {
   constructor(app, params, embedded = false) {
     this.app = app;
     this.first = embedded ? 20 : FEED_FIRST;
+    this.maxRows = embedded ? EMBEDDED_MAX_ROWS : FEED_MAX_ROWS; // the rows it keeps
     this.session = params.get('session') || '';
     this.types = (params.get('type') || '').split(',').map((t) => t.trim()).filter(Boolean);
     this.paused = false;
@@ -152,6 +155,9 @@ export class FeedView {
     this.newest = 0; // the highest seq this view has seen
     this.memory = new EventMemory(); // earlier events, for the summaries of later ones
     this.rows = el('tbody');
+    this.queued = []; // live events matched, not drawn yet (`DRAW_MS`)
+    this.drawTimer = null;
+    this.drawnAt = -Infinity; // when live rows were last drawn (`performance.now()`)
     this.loaded = false;
     // A first load that failed (the error is shown) is tried again while the tab is visible.
     this.retry = setInterval(() => {
@@ -175,7 +181,7 @@ export class FeedView {
         embedded ? null : [el('label', {}, 'Session ', session), el('label', {}, 'Types ', types),
           el('button', { type: 'button', onclick: apply }, 'Apply')],
         this.pause, this.state),
-      el('table', {},
+      el('table', { class: 'events' },
         el('thead', {}, el('tr', {}, ['Seq', 'Recorded', 'Session', 'What happened'].map((h) => el('th', {}, h)))),
         this.rows),
       this.empty,
@@ -215,6 +221,7 @@ export class FeedView {
     this.loaded = true;
     this.showOlder(page);
     this.memory.remember(page.events);
+    this.queued = []; // (the page holds them, or the newer ones come below)
     this.rows.replaceChildren(...page.events.map((event) => this.row(event)));
     this.newest = page.latest_seq;
     this.paused = false;
@@ -260,7 +267,7 @@ export class FeedView {
     if (this.rate) this.rate.add(events); // every event, before the filters
     if (this.loading) {
       this.loading.push(...events.filter((event) => this.matches(event)));
-      this.loading.splice(0, this.loading.length - FEED_MAX_ROWS); // the newest only
+      this.loading.splice(0, this.loading.length - this.maxRows); // the newest only
       return;
     }
     const fresh = events.filter((event) => event.seq > this.newest && this.matches(event));
@@ -271,10 +278,27 @@ export class FeedView {
       this.showState();
       return;
     }
+    this.queued.push(...fresh);
+    if (this.queued.length > this.maxRows) this.queued.splice(0, this.queued.length - this.maxRows);
+    if (this.drawTimer === null) { // at once after a quiet spell, else a second after the last
+      const wait = Math.max(0, this.drawnAt + DRAW_MS - performance.now());
+      this.drawTimer = setTimeout(() => this.drawQueued(), wait);
+    }
+  }
+
+  /** Draw the live rows queued, in one change of the table (newest on top). */
+  drawQueued() {
+    this.drawTimer = null;
+    this.drawnAt = performance.now();
+    const fresh = this.queued;
+    this.queued = [];
+    if (!fresh.length) return;
     this.memory.remember(fresh);
-    for (const event of fresh) this.rows.prepend(this.row(event)); // newest on top
-    if (this.rows.childElementCount > FEED_MAX_ROWS) {
-      while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.lastChild.remove();
+    const rows = document.createDocumentFragment();
+    for (let index = fresh.length - 1; index >= 0; index -= 1) rows.append(this.row(fresh[index]));
+    this.rows.prepend(rows);
+    if (this.rows.childElementCount > this.maxRows) {
+      while (this.rows.childElementCount > this.maxRows) this.rows.lastChild.remove();
       if (!this.olderLoading) { // what dropped off is older (a page on its way decides itself)
         this.older.disabled = false;
         this.older.textContent = 'Load older';
@@ -316,8 +340,8 @@ export class FeedView {
     this.showOlder(page);
     this.memory.remember(page.events);
     for (const event of page.events) this.rows.append(this.row(event));
-    if (this.rows.childElementCount > FEED_MAX_ROWS) {
-      while (this.rows.childElementCount > FEED_MAX_ROWS) this.rows.firstChild.remove();
+    if (this.rows.childElementCount > this.maxRows) {
+      while (this.rows.childElementCount > this.maxRows) this.rows.firstChild.remove();
       this.paused = true; // the newest rows dropped: live rows would leave a hole
       this.showState();
     }
@@ -332,6 +356,7 @@ export class FeedView {
 
   stop() {
     clearInterval(this.retry);
+    clearTimeout(this.drawTimer);
     if (this.rate) this.rate.stop();
   }
 }

@@ -12,6 +12,7 @@ const PLOT = { width: 1000, height: 74, barY: 6, barHeight: 18, markY: 42, axisY
 const PAGE = 1000; // events a read (the server's most)
 const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
 const GROW_MS = 1000; // a running turn's bar grows this often (while the page is shown)
+const DRAW_MS = 1000; // live events are drawn at most this often (at once after a quiet spell)
 const HINT = 'Hover over a turn or a mark, or focus one (Tab, then ← →), to read it.';
 
 function outcomeClass(turn) {
@@ -31,7 +32,8 @@ export class TimelineChart {
     this.loaded = false;
     this.pending = []; // the stream's events while the first page is read (taken after it)
     this.reading = false;
-    this.drawScheduled = false;
+    this.drawTimer = null;
+    this.drawnAt = -Infinity; // when it was last drawn (`performance.now()`)
     this.items = svg('g', { class: 'items' });
     this.axis = svg('g', { class: 'axis' });
     this.plot = svg('svg', {
@@ -93,12 +95,9 @@ export class TimelineChart {
       return;
     }
     this.memory.remember(own);
-    if (this.model.add(own) && !this.drawScheduled) {
-      this.drawScheduled = true;
-      setTimeout(() => {
-        this.drawScheduled = false;
-        this.draw();
-      }, 100); // events close together: one drawing
+    if (this.model.add(own) && this.drawTimer === null) {
+      const wait = Math.max(0, this.drawnAt + DRAW_MS - performance.now());
+      this.drawTimer = setTimeout(() => this.draw(), wait);
     }
   }
 
@@ -138,6 +137,9 @@ export class TimelineChart {
   }
 
   draw() {
+    clearTimeout(this.drawTimer);
+    this.drawTimer = null;
+    this.drawnAt = performance.now();
     const now = Date.now();
     const span = this.model.span(now, this.back);
     const placed = layout(span, PLOT.width);
@@ -222,5 +224,6 @@ export class TimelineChart {
 
   stop() {
     clearInterval(this.timer);
+    clearTimeout(this.drawTimer);
   }
 }

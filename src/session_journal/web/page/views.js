@@ -10,14 +10,17 @@ import { TimelineChart } from './timelinechart.js';
 export const STATES = ['provisioning', 'running', 'checkpointing', 'closing', 'closed',
   'destroying', 'error', 'startup-cleanup'];
 const LIVE_DELAY_MS = 250; // events close together cause one refresh
+const LIVE_EVERY_MS = 1000; // and refreshes caused by events come at most this often
 const MAX_ITEMS = 1000; // transcript items kept as new ones arrive
 const COUNTS_MS = 5_000; // the sessions' counts by state are read again at most this often
 
-/** Calls `action` at most once per `LIVE_DELAY_MS` after `poke`, and every `REFRESH_MS`. */
+/** Calls `action` `LIVE_DELAY_MS` after `poke` (events close together: once), at most once per
+ * `LIVE_EVERY_MS` (a busy session: once a second), and every `REFRESH_MS`. */
 class Refresher {
   constructor(action) {
     this.action = action;
     this.timer = null;
+    this.ranAt = -Infinity; // `performance.now()` when `action` last ran from a poke
     this.interval = setInterval(() => {
       if (document.visibilityState === 'visible') this.poke();
     }, REFRESH_MS);
@@ -25,10 +28,12 @@ class Refresher {
 
   poke() {
     if (this.timer === null) {
+      const wait = Math.max(LIVE_DELAY_MS, this.ranAt + LIVE_EVERY_MS - performance.now());
       this.timer = setTimeout(() => {
         this.timer = null;
+        this.ranAt = performance.now();
         this.action();
-      }, LIVE_DELAY_MS);
+      }, wait);
     }
   }
 
