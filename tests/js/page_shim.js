@@ -14,6 +14,9 @@ class FakeElement {
   setAttribute(key, value) { this.attributes[key] = String(value); }
   removeAttribute(key) { delete this.attributes[key]; }
   addEventListener() {}
+  contains() { return false; }
+  querySelector() { return null; }
+  focus() {}
   append(...nodes) { for (const node of nodes) this.children.push(typeof node === 'string' ? { text: node } : node); }
   prepend(...nodes) { // a fragment gives its children
     this.children.unshift(...nodes.flatMap((node) => (node.tagName === '#fragment' ? node.children : [node])));
@@ -34,7 +37,9 @@ globalThis.document = {
   createDocumentFragment: () => new FakeElement('#fragment'),
   visibilityState: 'visible',
   querySelectorAll: () => [],
+  activeElement: null,
 };
+globalThis.performance.mark = () => {};
 globalThis.localStorage = { getItem: () => null, setItem: () => {} };
 globalThis.setInterval = () => 0; // the views' timers: the test's process must end
 

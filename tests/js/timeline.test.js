@@ -43,8 +43,9 @@ test('a running turn grows with the clock', () => {
   assert.equal(model.span(T0 + 120 * S).toMs - model.span(T0 + 60 * S).toMs, 60 * S);
 });
 
-test('a turn whose end never came ends where the next one starts; an end without its start starts at the left', () => {
+test('a turn whose end never came ends where the next one starts; an end whose start is older than those held starts at the left', () => {
   const model = new TimelineModel();
+  model.hasOlder = true;
   model.add([ended(7, T0 + 5 * S, 'failed'), started(8, T0 + 10 * S), started(9, T0 + 70 * S), ended(9, T0 + 80 * S)]);
   const { turns } = model.parts();
   assert.deepEqual(turns.map((t) => [t.id, t.startMs, t.endMs, t.running]), [
@@ -55,6 +56,19 @@ test('a turn whose end never came ends where the next one starts; an end without
   const placed = layout(model.span(T0 + 100 * S), 1000);
   assert.equal(placed.bars[0].x, 0);
   assert.ok(placed.bars[0].width >= 2);
+});
+
+test('the end of a turn that never started (refused while queued) is a mark, and the running turn runs on', () => {
+  const model = new TimelineModel();
+  model.add([started(1, T0), ended(2, T0 + 5 * S, 'rejected'), event('turn_ended', {
+    turn: { command_id: 'c-x', accepted_ordinal: null, outcome: { kind: 'interrupted' } },
+  }, T0 + 6 * S)]);
+  const { turns, marks } = model.parts();
+  assert.deepEqual(turns.map((t) => [t.id, t.running]), [[1, true]]);
+  assert.deepEqual(marks.map((m) => [m.kind, m.ms]), [['unstarted', T0 + 5 * S], ['unstarted', T0 + 6 * S]]);
+  const span = model.span(T0 + 60 * S);
+  assert.equal(layout(span, 1000).bars[0].width, 1000); // from the start, to now
+  assert.equal(span.marks.length, 2);
 });
 
 test('of a thousand turns the newest are shown, and earlier ones by steps back', () => {

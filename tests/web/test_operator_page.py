@@ -501,7 +501,7 @@ def test_a_session_s_timeline_draws_its_turns_and_marks_and_a_running_turn_grows
     grown = wait_for(
         lambda: timeline(page)[3]["width"] > drawn[3]["width"] + 5 and timeline(page), 5, "growth"
     )
-    assert grown[0]["width"] < drawn[0]["width"]  # the others shrink as the span grows
+    assert [item["width"] for item in grown[:3]] == [item["width"] for item in drawn[:3]]
     # Keyboard: Tab onto the first, then → to the next; each says what it is.
     page.execute_script(
         "document.querySelector('#session-timeline g[data-key]').focus();"
@@ -512,6 +512,13 @@ def test_a_session_s_timeline_draws_its_turns_and_marks_and_a_running_turn_grows
     assert detail == timeline(page)[1]["label"]
     focused = page.execute_script("return document.activeElement.getAttribute('class');")
     assert focused == "mark fault alert"
+    stops = page.execute_script(
+        "return [...document.querySelectorAll('#session-timeline g[data-key]')]"
+        ".map((g) => g.getAttribute('tabindex'));"
+    )
+    assert stops == ["-1", "0", "-1", "-1"]  # one Tab stop: the item focused last
+    time.sleep(1.5)  # the running turn grew meanwhile: the focus stayed where it was
+    assert page.execute_script("return document.activeElement.getAttribute('class');") == focused
     # The running turn ends: its bar says how, at once.
     with writer.unit_of_work() as uow:
         uow.events.append("s-t", now_ms(), ended(3, TurnResultKind.COMPLETED))

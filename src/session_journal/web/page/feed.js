@@ -311,6 +311,7 @@ export class FeedView {
     if (this.paused) {
       this.app.run(this.load()); // the newest page again: nothing missed, nothing twice
     } else {
+      this.drawQueued(); // what came before the click is drawn now; nothing after it
       this.paused = true;
       this.showState();
     }
@@ -342,6 +343,10 @@ export class FeedView {
     for (const event of page.events) this.rows.append(this.row(event));
     if (this.rows.childElementCount > this.maxRows) {
       while (this.rows.childElementCount > this.maxRows) this.rows.firstChild.remove();
+      this.missed += this.queued.length; // (not drawn: they would leave a hole too)
+      this.queued = [];
+      clearTimeout(this.drawTimer);
+      this.drawTimer = null;
       this.paused = true; // the newest rows dropped: live rows would leave a hole
       this.showState();
     }

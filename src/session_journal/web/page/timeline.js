@@ -37,6 +37,7 @@ export class TimelineModel {
     this.events = []; // by seq, each once
     this.seqs = new Set();
     this.hasOlder = false; // the server holds events older than the oldest here
+    this.dropped = false; // events were dropped at the bound (older ones are then stored)
     this.cache = null; // the turns and marks of `events`, until they change
   }
 
@@ -53,6 +54,7 @@ export class TimelineModel {
     if (this.events.length > this.maxEvents) {
       for (const event of this.events.splice(0, this.events.length - this.maxEvents)) this.seqs.delete(event.seq);
       this.hasOlder = true;
+      this.dropped = true;
     }
     this.cache = null;
     return true;
@@ -63,22 +65,26 @@ export class TimelineModel {
     return this.events.length ? this.events[0].seq : null;
   }
 
-  /** The turns, in the order they started, and the marks, by seq: a turn is `{id, startMs,
-   * endMs, outcome, start, end, running}` (`startMs` null: its start is older than the events
-   * held; `endMs` null: no end seen — `running` when it is the newest turn, else it ends
-   * where the next one starts, its outcome unknown); a mark `{kind, ms, event}`. */
+  /** The turns, in the order they started, and the marks, by seq: a turn is `{id, key,
+   * startMs, endMs, outcome, start, end, running}` (`key`: the seq of its first event held;
+   * `startMs` null: its start is older than the events held; `endMs` null: no end seen —
+   * `running` when it is the newest turn, else it ends where the next one starts, its outcome
+   * unknown); a mark `{kind, ms, event}`. The end of a turn that never started (a prompt
+   * refused or interrupted while queued) is a mark (`unstarted`), not a bar. */
   parts() {
     if (this.cache) return this.cache;
     const turns = [];
     const open = new Map(); // turn id -> turn, until its end
     const marks = [];
+    let started = false; // a turn_started was seen before (in seq order)
     for (const event of this.events) {
       const body = event.event;
       try {
         if (body.type === 'turn_started') {
-          const turn = { id: body.data.turn_id, startMs: turnStartMs(event), endMs: null, outcome: null, start: event, end: null, running: false };
+          const turn = { id: body.data.turn_id, key: event.seq, startMs: turnStartMs(event), endMs: null, outcome: null, start: event, end: null, running: false };
           turns.push(turn);
           open.set(turn.id, turn);
+          started = true;
         } else if (body.type === 'turn_ended') {
           const { turn: ended } = body.data;
           const id = ended.accepted_ordinal;
@@ -87,8 +93,11 @@ export class TimelineModel {
           if (turn) {
             Object.assign(turn, { endMs: event.recorded_at_ms, outcome, end: event });
             open.delete(id);
-          } else { // its start is not held (older, or never seen): it ends here
-            turns.push({ id: id ?? null, startMs: null, endMs: event.recorded_at_ms, outcome, start: null, end: event, running: false });
+          } else if (this.hasOlder && !started && id !== null && id !== undefined) {
+            // Its start is older than the events held: a bar from the left edge.
+            turns.push({ id, key: event.seq, startMs: null, endMs: event.recorded_at_ms, outcome, start: null, end: event, running: false });
+          } else { // never started
+            marks.push({ kind: 'unstarted', ms: event.recorded_at_ms, event });
           }
         } else if (Object.hasOwn(MARKS, body.type)) {
           marks.push({ kind: MARKS[body.type], ms: event.recorded_at_ms, event });

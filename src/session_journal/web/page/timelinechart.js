@@ -14,6 +14,17 @@ const NEWEST = Number.MAX_SAFE_INTEGER; // `before_seq` of the newest page
 const GROW_MS = 1000; // a running turn's bar grows this often (while the page is shown)
 const DRAW_MS = 1000; // live events are drawn at most this often (at once after a quiet spell)
 const HINT = 'Hover over a turn or a mark, or focus one (Tab, then ← →), to read it.';
+const ALERTS = ['failed', 'rejected'];
+
+/** Each mark's shape (told apart without colour), centred on `x`, `y`. */
+const SHAPES = {
+  question: (x, y) => svg('circle', { cx: x, cy: y, r: 5.5 }),
+  answer: (x, y) => svg('rect', { x: x - 5, y: y - 5, width: 10, height: 10 }),
+  fault: (x, y) => svg('path', { d: `M ${x} ${y - 7} l 7 7 l -7 7 l -7 -7 z` }),
+  command: (x, y) => svg('path', { d: `M ${x} ${y - 6} l 6 11 l -12 0 z` }),
+  activity: (x, y) => svg('rect', { x: x - 1.5, y: y - 7, width: 3, height: 14 }),
+  unstarted: (x, y) => svg('path', { d: `M ${x - 5} ${y - 5} l 10 10 m 0 -10 l -10 10`, class: 'cross' }),
+};
 
 function outcomeClass(turn) {
   if (turn.running) return 'running';
@@ -28,12 +39,14 @@ export class TimelineChart {
     this.sessionId = sessionId;
     this.model = new TimelineModel();
     this.memory = new EventMemory(1, 10_000); // this session's turn starts, for the summaries
-    this.back = 0; // turns between the newest and the last one shown
+    this.anchor = null; // the key of the newest turn shown; null: the newest turns
     this.loaded = false;
     this.pending = []; // the stream's events while the first page is read (taken after it)
     this.reading = false;
     this.drawTimer = null;
     this.drawnAt = -Infinity; // when it was last drawn (`performance.now()`)
+    this.drawn = null; // what the last drawing placed: `{fromMs, toMs, running}` (for `grow`)
+    this.current = null; // the key of the item Tab reaches (one stop for the whole chart)
     this.items = svg('g', { class: 'items' });
     this.axis = svg('g', { class: 'axis' });
     this.plot = svg('svg', {
@@ -43,7 +56,9 @@ export class TimelineChart {
     this.plot.addEventListener('keydown', (event) => this.key(event));
     const show = (event) => { // the summary of the turn or mark under the pointer or focused
       const item = event.target.closest && event.target.closest('g[data-key]');
-      if (item) this.detail.textContent = item.getAttribute('aria-label');
+      if (!item) return;
+      this.detail.textContent = item.getAttribute('aria-label');
+      if (event.type === 'focusin') this.current = item.dataset.key;
     };
     this.plot.addEventListener('focusin', show);
     this.plot.addEventListener('mouseover', show);
@@ -67,8 +82,7 @@ export class TimelineChart {
     this.loaded = true;
     const pending = this.pending;
     this.pending = [];
-    this.memory.remember(pending);
-    this.model.add(pending); // (those the page holds already are passed over)
+    this.add(pending); // (those the page holds already are passed over)
     this.draw();
     performance.mark('session-timeline-drawn');
     return page.latest_seq;
@@ -77,7 +91,8 @@ export class TimelineChart {
   take(page) {
     this.memory.remember(page.events);
     this.model.add(page.events);
-    this.model.hasOlder = !(page.events.length < PAGE || page.next_before_seq <= page.pruned_through + 1);
+    const more = !(page.events.length < PAGE || page.next_before_seq <= page.pruned_through + 1);
+    this.model.hasOlder = more || this.model.dropped;
   }
 
   /** Whether the model holds all it may (older events are then not read). */
@@ -85,27 +100,50 @@ export class TimelineChart {
     return this.model.events.length >= this.model.maxEvents;
   }
 
-  /** The stream's events (of any session: this one's are taken). */
+  /** The stream's events (of any session: this one's timeline events are taken; those older
+   * than the oldest held, when older ones are stored, wait for Earlier). */
   add(events) {
-    const own = events.filter((event) => event.session_id === this.sessionId);
+    const own = events.filter((event) => event.session_id === this.sessionId
+      && TIMELINE_TYPES.includes(event.event && event.event.type));
     if (!own.length) return;
     if (!this.loaded) {
       this.pending.push(...own);
       if (this.pending.length > PAGE) this.pending.splice(0, this.pending.length - PAGE);
       return;
     }
-    this.memory.remember(own);
-    if (this.model.add(own) && this.drawTimer === null) {
+    const oldest = this.model.oldestSeq();
+    const taken = this.model.hasOlder && oldest !== null ? own.filter((event) => event.seq > oldest) : own;
+    this.memory.remember(taken);
+    if (this.model.add(taken) && this.drawTimer === null) {
       const wait = Math.max(0, this.drawnAt + DRAW_MS - performance.now());
       this.drawTimer = setTimeout(() => this.draw(), wait);
     }
   }
 
+  /** How many turns are newer than those shown (0: the newest are). */
+  back() {
+    if (this.anchor === null) return 0;
+    const { turns } = this.model.parts();
+    const at = turns.findIndex((turn) => turn.key === this.anchor);
+    if (at < 0) { // dropped at the bound: show the newest again
+      this.anchor = null;
+      return 0;
+    }
+    return turns.length - 1 - at;
+  }
+
+  /** Show the turns that end `back` turns before the newest (held where they are when newer
+   * turns arrive). */
+  showBack(back) {
+    const { turns } = this.model.parts();
+    this.anchor = back > 0 && back < turns.length ? turns[turns.length - 1 - back].key : null;
+  }
+
   /** Show the `SHOWN_TURNS` turns before those shown, reading older events when they are not
    * held yet. */
   async earlier() {
-    let span = this.model.span(Date.now(), this.back);
-    if (span.first <= 1 && this.model.hasOlder && !this.reading && !this.full()) {
+    const before = this.model.span(this.now(), this.back());
+    if (before.first <= 1 && this.model.hasOlder && !this.reading && !this.full()) {
       this.reading = true;
       this.earlierButton.disabled = true;
       try {
@@ -118,64 +156,98 @@ export class TimelineChart {
       } finally {
         this.reading = false;
       }
-      span = this.model.span(Date.now(), this.back); // the same turns, with older ones before
     }
-    if (span.first > 1) this.back += span.last - span.first + 1;
+    // The turns before the first one shown (the older turns read count from the other end).
+    const back = before.total - before.first + 1;
+    if (back < this.model.parts().turns.length) this.showBack(back);
     this.draw();
   }
 
   later() {
-    this.back = Math.max(0, this.back - SHOWN_TURNS);
+    this.showBack(Math.max(0, this.back() - SHOWN_TURNS));
     this.draw();
   }
 
-  /** A running turn's bar grows with the clock (only at the newest turns, while shown). */
+  /** The time a running turn reaches: the browser's clock, and never before the newest event
+   * held (a browser whose clock is behind the server's). */
+  now() {
+    const newest = this.model.events.at(-1);
+    return Math.max(Date.now(), newest ? newest.recorded_at_ms : -Infinity);
+  }
+
+  /** A running turn's bar grows with the clock (only at the newest turns, while shown): its
+   * width and words change in place (no node is made again, the focus stays) until it
+   * reaches the span's end; then the whole timeline is drawn again on a longer span. */
   grow() {
-    if (!this.loaded || this.back !== 0 || document.visibilityState !== 'visible') return;
-    const { turns } = this.model.parts();
-    if (turns.length && turns.at(-1).running) this.draw();
+    if (!this.loaded || this.anchor !== null || document.visibilityState !== 'visible') return;
+    const drawn = this.drawn;
+    if (!drawn || !drawn.running) return;
+    const now = this.now();
+    if (now > drawn.toMs) {
+      this.draw();
+      return;
+    }
+    const node = this.items.querySelector('g.turn.running');
+    if (!node) return;
+    const rect = node.querySelector('rect');
+    const x = Number(rect.getAttribute('x'));
+    const right = ((now - drawn.fromMs) / (drawn.toMs - drawn.fromMs)) * PLOT.width;
+    const width = Math.max(2, right - x).toFixed(1);
+    rect.setAttribute('width', width);
+    node.dataset.width = width;
+    const summary = this.summary(drawn.running, now);
+    node.setAttribute('aria-label', summary);
+    node.querySelector('title').textContent = summary;
   }
 
   draw() {
     clearTimeout(this.drawTimer);
     this.drawTimer = null;
     this.drawnAt = performance.now();
-    const now = Date.now();
-    const span = this.model.span(now, this.back);
+    const now = this.now();
+    const { turns } = this.model.parts();
+    const running = this.anchor === null && turns.length && turns.at(-1).running ? turns.at(-1) : null;
+    // A running turn's span reaches a little past now, so that its bar grows in place.
+    const reach = running ? now + Math.max(30_000, (now - (running.startMs ?? now)) / 4) : now;
+    const span = this.model.span(reach, this.back());
     const placed = layout(span, PLOT.width);
     const zone = timeZone();
-    const focused = this.plot.querySelector(':focus');
-    const focusedKey = focused ? focused.dataset.key : null;
     const nodes = [];
     for (const bar of placed.bars) {
       const { turn } = bar;
-      const event = turn.end || turn.start;
-      const summary = this.summary(turn);
+      const summary = this.summary(turn, now);
       const kind = outcomeClass(turn);
+      const width = turn.running ? Math.max(2, ((now - span.fromMs) / (span.toMs - span.fromMs)) * PLOT.width - bar.x) : bar.width;
       const node = svg('g', {
-        class: `turn ${kind}`, tabindex: 0, role: 'img', 'aria-label': summary,
-        'data-key': `t${event.seq}`, 'data-seq': event.seq, 'data-x': bar.x.toFixed(1),
-        'data-width': bar.width.toFixed(1),
+        class: `turn ${kind}`, role: 'img', 'aria-label': summary,
+        'data-key': `t${turn.key}`, 'data-seq': (turn.end || turn.start).seq, 'data-x': bar.x.toFixed(1),
+        'data-width': width.toFixed(1),
       },
       svg('title', {}, summary),
-      svg('rect', { x: bar.x.toFixed(1), y: PLOT.barY, width: bar.width.toFixed(1), height: PLOT.barHeight, rx: 2 }));
-      if (kind === 'failed') { // marked by a sign, not by colour alone
+      svg('rect', { x: bar.x.toFixed(1), y: PLOT.barY, width: width.toFixed(1), height: PLOT.barHeight, rx: 2 }));
+      if (ALERTS.includes(kind)) { // marked by a sign, not by colour alone
         node.append(svg('text', { x: (bar.x + 2).toFixed(1), y: PLOT.barY + 14, class: 'sign' }, '!'));
       }
       nodes.push(node);
     }
     for (const { x, mark } of placed.marks) {
       const { text, alert } = summarize(mark.event, this.memory);
-      const summary = `${formatTime(mark.ms, zone)} · ${text}`;
+      const words = mark.kind === 'unstarted' ? `never started · ${text}` : text;
+      const summary = `${formatTime(mark.ms, zone)} · ${words}`;
+      const at = Number(x.toFixed(1));
       nodes.push(svg('g', {
-        class: `mark ${mark.kind}${alert ? ' alert' : ''}`, tabindex: 0, role: 'img', 'aria-label': summary,
+        class: `mark ${mark.kind}${alert ? ' alert' : ''}`, role: 'img', 'aria-label': summary,
         'data-key': `m${mark.event.seq}`, 'data-seq': mark.event.seq, 'data-x': x.toFixed(1),
       },
       svg('title', {}, summary),
-      svg('path', { d: `M ${x.toFixed(1)} ${PLOT.markY - 6} l 6 6 l -6 6 l -6 -6 z` }),
-      alert ? svg('text', { x: (x - 2).toFixed(1), y: PLOT.markY + 4, class: 'sign' }, '!') : null));
+      (SHAPES[mark.kind] || SHAPES.activity)(at, PLOT.markY),
+      alert ? svg('text', { x: at + 7, y: PLOT.markY - 4, class: 'sign' }, '!') : null));
     }
     nodes.sort((a, b) => Number(a.dataset.x) - Number(b.dataset.x));
+    // One Tab stop: the item focused last, else the newest; ← → move between them.
+    const focused = this.plot.contains(document.activeElement) ? document.activeElement.dataset.key : null;
+    const current = nodes.find((node) => node.dataset.key === this.current) || nodes.at(-1);
+    for (const node of nodes) node.setAttribute('tabindex', node === current ? 0 : -1);
     this.items.replaceChildren(...nodes);
     this.axis.replaceChildren(
       svg('line', { x1: 0, x2: PLOT.width, y1: PLOT.axisY - 8, y2: PLOT.axisY - 8 }),
@@ -183,10 +255,7 @@ export class TimelineChart {
         x: tick.x.toFixed(1), y: PLOT.axisY + 8,
         'text-anchor': index === 0 ? 'start' : index === placed.ticks.length - 1 ? 'end' : 'middle',
       }, formatTime(tick.ms, zone))));
-    if (focusedKey) { // the focus stays on its turn or mark across drawings
-      const again = nodes.find((node) => node.dataset.key === focusedKey);
-      if (again) again.focus();
-    }
+    if (focused && current && current.dataset.key === focused) current.focus({ preventScroll: true });
     this.caption.textContent = span.total
       ? `· turns ${span.first.toLocaleString('en')} to ${span.last.toLocaleString('en')} of the ${span.total.toLocaleString('en')} held${this.model.hasOlder ? ' (older ones stored)' : ''}`
       : `· no turns yet${span.marks.length ? `; ${span.marks.length} marks` : ''}`;
@@ -194,13 +263,14 @@ export class TimelineChart {
     this.laterButton.disabled = !span.later;
     this.plot.dataset.from = String(Math.round(span.fromMs));
     this.plot.dataset.to = String(Math.round(span.toMs));
+    this.drawn = { fromMs: span.fromMs, toMs: span.toMs, running: running && span.turns.includes(running) ? running : null };
   }
 
-  summary(turn) {
+  summary(turn, now) {
     const zone = timeZone();
     const started = turn.startMs === null ? 'start not held' : formatTime(turn.startMs, zone);
     if (turn.running) {
-      const lasted = Math.max(0, Math.round((Date.now() - turn.startMs) / 1000));
+      const lasted = Math.max(0, Math.round((now - turn.startMs) / 1000));
       return `${started} · turn ${turn.id} running · for ${lasted} s so far`;
     }
     if (!turn.end) return `${started} · turn ${turn.id} started · its end was not seen`;
@@ -219,7 +289,8 @@ export class TimelineChart {
     else if (at < 0) next = event.key === 'ArrowLeft' ? nodes.length - 1 : 0;
     else next = Math.min(nodes.length - 1, Math.max(0, at + (event.key === 'ArrowLeft' ? -1 : 1)));
     event.preventDefault();
-    nodes[next].focus();
+    for (const node of nodes) node.setAttribute('tabindex', node === nodes[next] ? 0 : -1);
+    nodes[next].focus({ preventScroll: true });
   }
 
   stop() {
