@@ -16,7 +16,7 @@ from .async_follower import AsyncFollower, AsyncFollowing
 from .fanout import Fanout, Waiter
 from .follower import Follower
 from .following import Following
-from .window import Row, Window, encoded_size
+from .window import Row, Window, encoded_size, needs_check
 
 __all__ = [
     "AsyncFollower",
@@ -28,4 +28,5 @@ __all__ = [
     "Waiter",
     "Window",
     "encoded_size",
+    "needs_check",
 ]

@@ -14,7 +14,7 @@ from ..errors import StoreClosed
 from ..storage.counters import StoreCounters
 from .cursors import check_cursor, expired, page_after
 from .wakeups import CommitSignal
-from .window import SharedTail
+from .window import SharedTail, needs_check
 
 
 class Unanswered(enum.Enum):
@@ -153,8 +153,8 @@ class Follower(Iterator[ApiEventPage]):
         if served is None:
             return Unanswered.DATABASE
         latest, pruned, rows = served
-        if not checked and (cursor < latest or self._first):  # (at the window's end nothing
-            return Unanswered.UNCHECKED  # stale is served, but a new reader's first page is)
+        if needs_check(checked, cursor, latest, first=self._first):
+            return Unanswered.UNCHECKED
         events = tuple(row[3] for row in rows)
         page = self._checked(cursor, page_after(cursor, latest, events, pruned), pruned)
         self._since, self._first = time.monotonic(), False

@@ -55,6 +55,15 @@ _NEVER_READ = LogVersion(0, 0, 0)
 _seq = itemgetter(0)
 
 
+def needs_check(checked: bool, cursor: int, hi: int, *, first: bool = False) -> bool:
+    """Whether a reader at `cursor` has the window checked (`SharedTail.verify`) before it is
+    answered from a window whose frontier is `hi`: not when a read or check of it began after
+    the reader's previous read ended (`checked`, see `SharedTail.checked_since`); else when it
+    holds events after the cursor (they may be stale), or for a new reader's `first` page. At
+    the window's end nothing stale is served, so no statement more."""
+    return not checked and (cursor < hi or first)
+
+
 class SharedTail:
     """The window of one store (see the module docstring)."""
 
@@ -106,8 +115,8 @@ class SharedTail:
         checked = since is None or self.checked_since(since)  # before the snapshot it covers
         window = self._window
         answer = window.answer(event_filter, cursor, limit)
-        if answer is None or checked or (cursor >= window.hi and not first):
-            return answer  # (nothing held after the cursor: nothing stale to serve)
+        if answer is None or not needs_check(checked, cursor, window.hi, first=first):
+            return answer
         self.verify()
         return self._window.answer(event_filter, cursor, limit)
 

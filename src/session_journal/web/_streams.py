@@ -42,7 +42,7 @@ from typing import Any
 
 from session_journal import ApiEventFilter, CursorExpired, Histogram, SessionJournalError
 from session_journal.aio import AsyncStore
-from session_journal.follow import Fanout, Row, Waiter, Window, encoded_size
+from session_journal.follow import Fanout, Row, Waiter, Window, encoded_size, needs_check
 
 from ._eager import send_now
 from ._guard import Principal
@@ -733,7 +733,7 @@ class StreamRoute:
                     since = max(since, stream.delivered_at)  # the hub's reads for it count
                     checked = fanout.checked_since(since)  # before the window it covers
                     read = fanout.window
-                    if not checked and read.lo <= stream.cursor < read.hi:
+                    if read.lo <= stream.cursor and needs_check(checked, stream.cursor, read.hi):
                         try:
                             await fanout.verify()  # one statement, shared by the streams asking
                             read = fanout.window
