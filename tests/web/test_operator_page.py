@@ -375,6 +375,12 @@ def test_each_event_reads_as_one_line_for_its_type_and_its_json_is_one_click_awa
         "return [...document.querySelectorAll('#feed tbody tr.alert')].map((r) => +r.dataset.seq);"
     )
     assert marked == [10, 9, 8, 2]  # in words (the badge) and in colour (the row's class)
+    # Its rows are laid out as a grid (see below), and still read as a table.
+    fault_row = page.find_element("css selector", '#feed tbody tr[data-seq="2"]')
+    assert page.find_element("css selector", "#feed table").aria_role == "table"
+    assert fault_row.aria_role == "row"
+    assert fault_row.find_element("css selector", "td").aria_role == "cell"
+    assert page.find_element("css selector", "#feed thead th").aria_role == "columnheader"
     # The fault's JSON expands in place and is the event as served.
     served = httpx.get(live.base + "/api/events?after_seq=1&limit=1", headers=bearer()).json()
     row = "document.querySelector('#feed tbody tr[data-seq=\"2\"]')"
@@ -685,6 +691,16 @@ def test_load_older_while_live_rows_drop_off_leaves_no_hole_and_no_double(
         open_page(page, live.base + "/?view=feed")
         append_raw(writer, "s-1", fault("live"), count=900)
         wait_for(lambda: len(rows(page)) == 1000, 20, "1,000 rows")
+        # Rows out of sight are not rendered (the browser skips their style, layout and paint)
+        # until scrolled to: a thousand rows cost what those in sight cost.
+        seen = (
+            "return [...document.querySelectorAll('#feed tbody td.what')]"
+            ".map((cell) => cell.checkVisibility({contentVisibilityAuto: true}));"
+        )
+        wait_for(lambda: page.execute_script(seen)[0], 5, "the newest row rendered")
+        assert not page.execute_script(seen)[-1]
+        page.execute_script("document.querySelector('#feed tbody tr:last-child').scrollIntoView();")
+        wait_for(lambda: page.execute_script(seen)[-1], 5, "the last row rendered once in sight")
         older = page.find_element("css selector", "#feed > button")
         wait_for(older.is_enabled, 5, "Load older enabled")
         bottom = rows(page)[-1]

@@ -116,28 +116,29 @@ export function nothingOlder(page, limit) {
   return page.events.length < limit || page.next_before_seq <= page.pruned_through + 1;
 }
 
-/** The JSON of `event` one click away: a `<details>` with the served event (written when first
- * opened: a thousand rows hold no JSON text until asked), and a button that selects it (and
- * copies it where the browser lets a page do so). */
+/** The JSON of `event` one click away: a `<details>` with the served event, and a button that
+ * selects it (and copies it where the browser lets a page do so); written when first opened (a
+ * thousand rows hold no JSON text, and no node of it, until asked). */
 function jsonDetails(event) {
-  const pre = el('pre', { class: 'json' });
-  const note = el('span', { class: 'muted' });
-  const copy = el('button', {
-    type: 'button',
-    onclick: () => {
-      getSelection().selectAllChildren(pre);
-      let copied;
-      try {
-        copied = document.execCommand('copy');
-      } catch {
-        copied = false; // refused: the JSON stays selected
-      }
-      note.textContent = copied ? ' copied' : ' selected: press Ctrl+C to copy';
-    },
-  }, 'Copy');
-  const details = el('details', { class: 'json' }, el('summary', {}, 'JSON'), pre, copy, note);
+  const details = el('details', { class: 'json' }, el('summary', {}, 'JSON'));
   details.addEventListener('toggle', () => {
-    if (details.open && !pre.textContent) pre.textContent = JSON.stringify(event, null, 2);
+    if (!details.open || details.childElementCount > 1) return;
+    const pre = el('pre', { class: 'json' }, JSON.stringify(event, null, 2));
+    const note = el('span', { class: 'muted' });
+    const copy = el('button', {
+      type: 'button',
+      onclick: () => {
+        getSelection().selectAllChildren(pre);
+        let copied;
+        try {
+          copied = document.execCommand('copy');
+        } catch {
+          copied = false; // refused: the JSON stays selected
+        }
+        note.textContent = copied ? ' copied' : ' selected: press Ctrl+C to copy';
+      },
+    }, 'Copy');
+    details.append(pre, copy, note);
   });
   return details;
 }
