@@ -297,3 +297,67 @@ def test_a_follower_at_the_end_of_the_log_spends_no_check_on_its_pages(store: An
         assert page is not None and [e.event.message for e in page.events] == [f"fault {n}"]
         assert follower.next_page(0) is None
     assert tail.checks == checks
+
+
+def test_threads_asking_for_a_check_of_the_window_together_share_one_statement(
+    store: Any,
+) -> None:
+    # Threads reading through the window, each after a read that ended before any check of it
+    # began (as followers kept busy by a writer in another process are), ask for a check at
+    # once: one statement runs; the others wait for it and, as it began after their reads,
+    # read nothing of their own.
+    store.sessions.save(SessionRecord(id="s-1", project_id="p"))
+    store.faults.record_startup_fault("s-1", "fault")
+    store.events.wait(timeout=0)  # the window is filled here
+    tail = sync_of(store).following.window
+    since = time.monotonic()  # the readers' previous reads ended here
+    assert not tail.checked_since(since)
+    checks, gate = tail.checks, threading.Barrier(20)
+
+    def ask() -> None:
+        gate.wait()
+        tail.verify(since)
+
+    readers = [threading.Thread(target=ask) for _ in range(20)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    assert tail.checks == checks + 1
+    assert tail.checked_since(since)
+    tail.verify(since)  # answered already: nothing read
+    assert tail.checks == checks + 1
+
+
+def test_a_later_page_s_check_reads_the_window_again_only_when_events_were_removed(
+    store: Any, migrated_url: str
+) -> None:
+    # A follower catching up page by page through the window has it checked before each page;
+    # another process only appended meanwhile: the check finds nothing removed and the window
+    # answers as it is (the new events come with their wake-up), no read of it again. Once
+    # another process deleted a session, the check reads it again.
+    sync = sync_of(store)
+    for session_id in ("s-kept", "s-gone"):
+        sync.sessions.save(SessionRecord(id=session_id, project_id="p"))
+    start = sync.events.wait(timeout=0).next_after_seq  # the window is filled here
+    for n in range(3):
+        sync.faults.record_startup_fault("s-kept", f"kept {n}")
+        sync.faults.record_startup_fault("s-gone", f"gone {n}")
+    following = sync.following
+    following.watched_signal()
+    following.source.stop()
+    tail = following.window
+    follower = sync.events.follow(after_seq=start, limit=1)
+    first = follower.next_page(5)
+    assert first is not None and first.events[0].event.message == "kept 0"
+    with Store.open(migrated_url) as other:
+        other.faults.record_startup_fault("s-kept", "appended by another process")
+    checks, refreshes = tail.checks, tail.refreshes
+    page = follower.next_page(5)
+    assert page is not None and [e.event.message for e in page.events] == ["gone 0"]
+    assert (tail.checks, tail.refreshes) == (checks + 1, refreshes)
+    with Store.open(migrated_url) as other:
+        assert other.sessions.delete("s-gone")
+    page = follower.next_page(5)
+    assert page is not None and [e.event.message for e in page.events] == ["kept 1"]
+    assert (tail.checks, tail.refreshes) == (checks + 2, refreshes + 1)

@@ -375,7 +375,7 @@ def test_each_event_reads_as_one_line_for_its_type_and_its_json_is_one_click_awa
         "return [...document.querySelectorAll('#feed tbody tr.alert')].map((r) => +r.dataset.seq);"
     )
     assert marked == [10, 9, 8, 2]  # in words (the badge) and in colour (the row's class)
-    # Its rows are laid out as a grid (see below), and still read as a table.
+    # Its rows are laid out as a grid (see below), and still read as a table (explicit roles).
     fault_row = page.find_element("css selector", '#feed tbody tr[data-seq="2"]')
     assert page.find_element("css selector", "#feed table").aria_role == "table"
     assert fault_row.aria_role == "row"
@@ -385,9 +385,12 @@ def test_each_event_reads_as_one_line_for_its_type_and_its_json_is_one_click_awa
     served = httpx.get(live.base + "/api/events?after_seq=1&limit=1", headers=bearer()).json()
     row = "document.querySelector('#feed tbody tr[data-seq=\"2\"]')"
     assert page.execute_script(f"return {row}.querySelector('details.json').open;") is False
+    # Closed, a row holds no node of its JSON (written when first opened).
+    unopened = f"return {row}.querySelector('pre.json, details.json button');"
+    assert page.execute_script(unopened) is None
     page.find_element("css selector", '#feed tbody tr[data-seq="2"] details.json summary').click()
     wait_for(
-        lambda: page.execute_script(f"return {row}.querySelector('pre.json').textContent !== '';"),
+        lambda: page.execute_script(f"return {row}.querySelector('pre.json') !== null;"),
         5,
         "the JSON shown",
     )

@@ -146,7 +146,8 @@ class Follower(Iterator[ApiEventPage]):
             return Unanswered.DATABASE
         cursor = self._next_cursor()
         event_filter = self._filter or ApiEventFilter()
-        checked = self._tail.checked_since(self._since)  # before the snapshot it covers
+        # Before the snapshot it covers:
+        checked = self._tail.checked_since(self._since, first=self._first)
         served = self._tail.page_in_memory(event_filter, cursor, self._limit, generation)
         if served is False:
             return Unanswered.WINDOW_BEHIND

@@ -18,14 +18,16 @@ counted (and their seqs read) again only when that counter moved.
 What other processes commit reaches the store as a hint (a notification, a watcher's poll), a
 little later, and only while someone waits. So a reader is answered from the window only when
 a read or check of it began after the reader's previous read ended (`checked_since`); else the
-window's version is first compared with the database's (`verify`, one statement, shared by the
-async readers and streams that ask at once). A new `wait` or `follow` has it checked before
-its first page (what other processes did while nobody of this store waited is in it, new
-events included); a follower woken by a commit reads a window read after the
-wake-up, and one at the window's end has nothing stale to be served (no statement more); a
-follower reading page after page through the window checks before each page, so another
-process's prune or delete is in the next page of every follower. A follower whose cursor is
-below `lo`, or whose page the window cannot complete, reads the database as `load` does.
+window's version is first compared with the database's (`verify`, one statement at a time,
+shared by the readers and streams that ask meanwhile). A new `wait` or `follow` has it checked
+before its first page (what other processes did while nobody of this store waited is in it,
+new events included); for a later page the check asks only whether events were removed (new
+ones come with the wake-up their commit sends: readers do not poll the database for them). A
+follower woken by a commit reads a window read after the wake-up, and one at the window's end
+has nothing stale to be served (no statement more); a follower reading page after page through
+the window checks before each page, so another process's prune or delete is in the next page
+of every follower. A follower whose cursor is below `lo`, or whose page the window cannot
+complete, reads the database as `load` does.
 """
 
 from __future__ import annotations
@@ -81,11 +83,18 @@ class SharedTail:
         self._max_events = options.follow_window_events if max_events is None else max_events
         self._max_bytes = options.follow_window_bytes if max_bytes is None else max_bytes
         self._lock = threading.Lock()  # one refresh at a time; readers never take it
+        # One check (`verify`) at a time: the readers that ask meanwhile wait for it and, when it
+        # began after their bound, need none of their own (taken before `_lock`, never after).
+        self._check_lock = threading.Lock()
         self._preload = 0  # events before the frontier the first read takes (`preload`)
         self._window = Window(generation=-1, filled=False, lo=0, covered=0, hi=0)
         # When the last read or check of the window that found it current began (a
         # `time.monotonic()`): it holds every commit completed before then (`checked_since`).
         self._checked_at = float("-inf")
+        # When the last check that found none of the window's events removed began, its
+        # frontier perhaps behind the database's (`verify` for a reader's later page): it
+        # serves no event removed before then.
+        self._kept_at = float("-inf")
         self.refreshes = 0
         """How many times the window was read (for tests and benchmarks)."""
         self.checks = 0
@@ -112,12 +121,13 @@ class SharedTail:
         if self._max_events == 0:
             return None
         self.refresh(generation)  # first: a read now is a check too
-        checked = since is None or self.checked_since(since)  # before the snapshot it covers
+        # Before the snapshot it covers:
+        checked = since is None or self.checked_since(since, first=first)
         window = self._window
         answer = window.answer(event_filter, cursor, limit)
         if answer is None or not needs_check(checked, cursor, window.hi, first=first):
             return answer
-        self.verify()
+        self.verify(since, first=first)
         return self._window.answer(event_filter, cursor, limit)
 
     def page_in_memory(
@@ -133,12 +143,15 @@ class SharedTail:
             return False
         return window.answer(event_filter, cursor, limit)
 
-    def checked_since(self, moment: float) -> bool:
+    def checked_since(self, moment: float, *, first: bool = False) -> bool:
         """Whether a read or check of the window that found it current began after `moment`
         (a `time.monotonic()`): it then holds every commit, of any process, completed before
-        `moment`. A reader answered from memory asks it with the end of its previous read;
-        when it is false, `verify` first."""
-        return self._checked_at > moment
+        `moment`; or, for a reader's later page (not its `first`), one that found none of its
+        events removed (it then serves no event removed before `moment`; what was appended
+        meanwhile comes with the wake-up every commit sends). A reader answered from memory
+        asks it with the end of its previous read; when it is false, `verify` first."""
+        at = self._checked_at if first else max(self._checked_at, self._kept_at)
+        return at > moment
 
     def text_of(self, event: ApiEvent) -> str | None:
         """The JSON the window holds for `event` (exactly `event.model_dump_json()`) when
@@ -174,29 +187,47 @@ class SharedTail:
             if generation > self._window.generation:
                 self._refresh(generation)
 
-    def verify(self) -> None:
+    def verify(self, since: float | None = None, *, first: bool = True) -> None:
         """Make the window answer for every commit that completed before this call, by any
         process (an append, a prune, a delete: whether or not it woke this store): one
         statement reads the log's version, and the window is read again only when its own
-        version is older. A new `wait` or `follow` calls it before its first page; later pages
-        come after wake-ups, which every such commit sends."""
+        version is older. A reader answered from the window calls it when the window was not
+        checked after `since` (see `page`). One check runs at a time: a reader that waited
+        for another's finds, once its turn comes, whether a check that began after `since`
+        answered for it meanwhile, and then reads nothing (so threads asking together share
+        a statement, as the async fan-out's tasks do). For a reader's later page (`first`
+        false) the window is read again only when events were removed (a prune, a deletion);
+        new events alone leave it as it is, to be read on the wake-up they send: followers
+        reading through the window do not poll the database for new events."""
         if self._max_events == 0:
             return
-        window = self._window
-        if not window.filled:
-            return  # the first read fills it at the frontier, read then
-        began = time.monotonic()
-        self.checks += 1
-        with self._transactions.reading_one_statement("check the followers' window") as read:
-            version = read.events.version()
-        if window.version.covers(version):
-            self._current_at(began)
-            return
-        with self._lock:
-            if not self._window.version.covers(version):
-                self._refresh(self._window.generation)
-            else:
+        with self._check_lock:
+            if since is not None and self.checked_since(since, first=first):
+                return  # a check or read that began after `since` answered for it
+            window = self._window
+            if not window.filled:
+                return  # the first read fills it at the frontier, read then
+            began = time.monotonic()
+            self.checks += 1
+            with self._transactions.reading_one_statement("check the followers' window") as read:
+                version = read.events.version()
+            if window.version.covers(version):
                 self._current_at(began)
+                return
+            held = window.version
+            if (
+                not first
+                and held.pruned_through >= version.pruned_through
+                and held.deletions >= version.deletions
+            ):
+                if began > self._kept_at:  # none removed: it serves what it holds
+                    self._kept_at = began
+                return
+            with self._lock:
+                if not self._window.version.covers(version):
+                    self._refresh(self._window.generation)
+                else:
+                    self._current_at(began)
 
     def _current_at(self, began: float) -> None:
         """A check that began at `began` found the window current (a lost race with another

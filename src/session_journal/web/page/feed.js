@@ -155,7 +155,7 @@ export class FeedView {
     this.missed = 0; // live events that matched while paused
     this.newest = 0; // the highest seq this view has seen
     this.memory = new EventMemory(); // earlier events, for the summaries of later ones
-    this.rows = el('tbody');
+    this.rows = el('tbody', { role: 'rowgroup' });
     this.queued = []; // live events matched, not drawn yet (`DRAW_MS`)
     this.drawTimer = null;
     this.drawnAt = -Infinity; // when live rows were last drawn (`performance.now()`)
@@ -182,8 +182,10 @@ export class FeedView {
         embedded ? null : [el('label', {}, 'Session ', session), el('label', {}, 'Types ', types),
           el('button', { type: 'button', onclick: apply }, 'Apply')],
         this.pause, this.state),
-      el('table', { class: 'events' },
-        el('thead', {}, el('tr', {}, ['Seq', 'Recorded', 'Session', 'What happened'].map((h) => el('th', {}, h)))),
+      // Explicit roles: its rows are laid out as a grid (page.css), and some browsers drop a
+      // table's meaning when its display changes.
+      el('table', { class: 'events', role: 'table' },
+        el('thead', { role: 'rowgroup' }, el('tr', { role: 'row' }, ['Seq', 'Recorded', 'Session', 'What happened'].map((h) => el('th', { role: 'columnheader' }, h)))),
         this.rows),
       this.empty,
       this.older);
@@ -236,11 +238,11 @@ export class FeedView {
 
   row(event) {
     const { text, alert } = summarize(event, this.memory);
-    const tr = el('tr', { class: alert ? 'alert' : null },
-      el('td', { class: 'seq' }, String(event.seq)),
-      el('td', { class: 'when' }, timeNode(event.recorded_at_ms)),
-      el('td', { class: 'id' }, linkButton(event.session_id, () => this.app.navigate({ view: 'session', id: event.session_id }))),
-      el('td', { class: 'what' },
+    const tr = el('tr', { class: alert ? 'alert' : null, role: 'row' },
+      el('td', { class: 'seq', role: 'cell' }, String(event.seq)),
+      el('td', { class: 'when', role: 'cell' }, timeNode(event.recorded_at_ms)),
+      el('td', { class: 'id', role: 'cell' }, linkButton(event.session_id, () => this.app.navigate({ view: 'session', id: event.session_id }))),
+      el('td', { class: 'what', role: 'cell' },
         alert ? el('span', { class: 'badge' }, `⚠ ${alert}`) : null,
         el('span', { class: 'summary-text' }, cut(text, 500)),
         jsonDetails(event)));
