@@ -21,7 +21,6 @@ from session_journal import (
 )
 from session_journal.aio import SWEEP_S, AsyncFollower, AsyncStore
 from session_journal.follow.fanout import PER_WAITER_S, SPACING_S
-from session_journal.follow.wakeups import PostgresListener
 from session_journal.follow.window import Row
 from session_journal.journal.writer import JournalWriter
 from session_journal.storage.unit_of_work import UnitOfWork
@@ -54,9 +53,10 @@ async def messages(store: AsyncStore, session_id: str | None = None) -> list[str
 
 
 async def listening(store: AsyncStore) -> None:
-    """Wait until PostgreSQL's listener has begun (it pulses once then)."""
+    """Wait until the source of other processes' commits has begun (it pulses once then:
+    SQLite's watcher after its first reading, PostgreSQL's listener once LISTEN is in force)."""
     wakeups = store.sync.following.source
-    if isinstance(wakeups, PostgresListener):
+    if wakeups is not None:
         assert await asyncio.to_thread(wakeups.listening.wait, LONG_S)
         await asyncio.sleep(0.05)  # its pulse's wake-up has run
 
@@ -539,6 +539,7 @@ def test_the_fanout_spaces_its_reads_by_what_the_last_one_woke(migrated_url: str
     async def body(store: AsyncStore) -> list[float]:
         await store.sessions.save(SessionFactory.build(id="a"))
         fanout = store.following.fanout()
+        await listening(store)  # the source's first pulse is behind us
         first = fanout.register(ApiEventFilter())  # a first routing wakes every registration
         await store.faults.record_startup_fault("a", "before")
         await asyncio.wait_for(first, LONG_S)

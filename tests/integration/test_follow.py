@@ -271,11 +271,11 @@ def test_closing_the_store_ends_followers_and_waits(url: str, migrated_url: str)
 
 
 def listening(store: Store) -> None:
-    """Start the store's wake-up source and, on PostgreSQL, wait until its LISTEN is in force."""
+    """Start the store's wake-up source and wait until it reads the database (and has pulsed
+    once for what committed while it started; on PostgreSQL: its LISTEN is in force)."""
     store.events.wait(timeout=0)
     wakeups = store.following.source
-    if isinstance(wakeups, PostgresListener):
-        assert wakeups.listening.wait(LONG_S)
+    assert wakeups is not None and wakeups.listening.wait(LONG_S)
 
 
 def test_a_follower_reads_nothing_while_nothing_commits(sessions: Store) -> None:

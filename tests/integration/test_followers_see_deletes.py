@@ -361,3 +361,14 @@ def test_a_later_page_s_check_reads_the_window_again_only_when_events_were_remov
     page = follower.next_page(5)
     assert page is not None and [e.event.message for e in page.events] == ["kept 1"]
     assert (tail.checks, tail.refreshes) == (checks + 2, refreshes + 1)
+
+
+def test_the_source_of_other_processes_commits_wakes_followers_once_it_starts(store: Any) -> None:
+    # What another process committed while the source started (after a follower's read of the
+    # log, before the source's first reading of the database) is read again: the source pulses
+    # once it reads (SQLite's watcher after its first data_version, PostgreSQL's listener once
+    # LISTEN is in force), with no commit after it.
+    following = sync_of(store).following
+    generation = following.signal.generation
+    following.watched_signal()
+    until(lambda: following.signal.generation > generation, "a pulse once the source started")

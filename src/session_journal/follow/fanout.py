@@ -152,9 +152,10 @@ class Fanout:
         await asyncio.shield(self._verify_next)
 
     def checked_since(self, moment: float) -> bool:
-        """Whether the window holds every commit completed before `moment` (a
-        `time.monotonic()`): `SharedTail.checked_since`. A reader that read before, at
-        `moment`, and reads the window again for more calls `verify` first when it is false."""
+        """Whether a reader's later page may be answered from the window for a reader whose
+        previous read ended at `moment` (a `time.monotonic()`): it serves no event removed
+        before then (`SharedTail.checked_since`). A reader that reads the window again for more
+        calls `verify` (a full check) first when it is false."""
         return self._tail.checked_since(moment)
 
     async def _verify_after(self, running: asyncio.Task[None] | None) -> None:

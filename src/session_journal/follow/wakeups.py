@@ -179,6 +179,9 @@ class _Source:
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.listening = threading.Event()
+        """Set once the source reads the database and has pulsed for what committed while it
+        started (PostgreSQL: while LISTEN is in force), for tests."""
 
     def start(self) -> None:
         """Start the thread unless it runs (idempotent, thread-safe)."""
@@ -234,6 +237,10 @@ class SqliteWatcher(_Source):
             # while nobody waited gives one needless pulse); starting afresh when a follower
             # comes would miss a commit made between its read of the log and ours.
             last = self._version(connection)
+            # What committed before that first reading (while the watcher started, after a
+            # follower's read of the log) is read again, as the listener does after LISTEN.
+            self._pulse_all()
+            self.listening.set()
             quiet = 0  # reads in a row that found no commit
             while not self._stopping.is_set():
                 if not self._signal.wait_for_waiters(timeout=0.5):
@@ -269,7 +276,6 @@ class PostgresListener(_Source):
         self._connect = connect  # a new psycopg connection (autocommit)
         self._connection: Any = None
         self.connections = 0  # connections made, for tests
-        self.listening = threading.Event()  # set while LISTEN is in force, for tests
 
     def _run(self) -> None:
         pause = RECONNECT_S[0]

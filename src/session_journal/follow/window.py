@@ -189,10 +189,11 @@ class SharedTail:
 
     def verify(self, since: float | None = None, *, first: bool = True) -> None:
         """Make the window answer for every commit that completed before this call, by any
-        process (an append, a prune, a delete: whether or not it woke this store): one
-        statement reads the log's version, and the window is read again only when its own
-        version is older. A reader answered from the window calls it when the window was not
-        checked after `since` (see `page`). One check runs at a time: a reader that waited
+        process (an append, a prune, a delete: whether or not it woke this store), or, for a
+        reader's later page (`first` false), for every removal: one statement reads the log's
+        version, and the window is read again only when its own version is older. A reader
+        answered from the window calls it when the window was not checked after `since` (see
+        `page`). One check runs at a time: a reader that waited
         for another's finds, once its turn comes, whether a check that began after `since`
         answered for it meanwhile, and then reads nothing (so threads asking together share
         a statement, as the async fan-out's tasks do). For a reader's later page (`first`
